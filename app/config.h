@@ -1,0 +1,72 @@
+// kiln's experiment config: typed structs, parsed once from TOML and --set
+// overrides, validated, and written back as the resolved TOML of a run.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/error.h"
+
+namespace kiln::app {
+
+struct Config {
+  struct Run {
+    std::string name = "fashion_mlp";
+    std::string dir = "runs";
+  } run;
+  struct Data {
+    std::string root = "/usr/share/datasets/fashion-mnist";
+    int64_t train_limit = 0;
+    int64_t test_limit = 0;
+  } data;
+  struct Model {
+    std::string name = "mlp";
+    std::vector<int64_t> hidden = {512, 256};
+    double dropout = 0.0;
+  } model;
+  struct Optim {
+    std::string name = "adamw";
+    double lr = 1e-3;
+    double weight_decay = 1e-2;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+  } optim;
+  struct Train {
+    int64_t epochs = 10;
+    int64_t batch_size = 128;
+    int64_t eval_batch_size = 1000;
+    int64_t log_every = 50;
+    int64_t checkpoint_every = 0;
+    int64_t max_steps = 0;
+    int64_t seed = 0;
+    int64_t threads = 0;
+    std::string device = "cpu";
+  } train;
+
+  /// Where each key's value came from ("FILE:LINE" or "--set"), for error messages.
+  std::map<std::string, std::string> origin;
+};
+
+/// A bad config file, key, value or override; the app exits with code 2.
+class ConfigError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+/// Parses `path` over the defaults. Example: auto c = load_config("configs/fashion_mlp.toml");
+Config load_config(const std::string& path);
+/// Parses TOML text over the defaults; `name` stands for the file in messages.
+Config parse_config(const std::string& text, const std::string& name);
+/// Applies "section.key=value" (the value in TOML syntax; a bare word is taken as a
+/// string where the key is one). Example: apply_override(c, "train.epochs=3");
+void apply_override(Config& config, const std::string& assignment);
+/// Checks ranges and names (optimizer, model, device) once all overrides are in.
+void validate(const Config& config);
+/// The resolved config as TOML, with each key's help as a comment.
+std::string to_toml(const Config& config);
+/// Every key with its default and help, for `kiln train --help`.
+std::string describe_keys();
+
+}  // namespace kiln::app

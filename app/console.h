@@ -1,0 +1,26 @@
+// What `kiln train` shows on the console: a live progress bar on a terminal,
+// plain lines when the output is piped.
+#pragma once
+#include "train/trainer.h"
+
+namespace kiln::app {
+
+class ConsoleObserver : public train::TrainObserver {
+ public:
+  explicit ConsoleObserver(bool live);
+  void on_start(const std::string& summary) override;
+  void on_step(const train::StepReport& r) override;
+  void on_eval(const train::EvalReport& r) override;
+  void on_checkpoint(const std::string& dir, int64_t step) override;
+
+ private:
+  void clear_bar();
+  bool live_;
+  bool bar_shown_ = false;
+  double last_draw_ = -1.0;
+};
+
+/// "1m05s" style durations.
+std::string format_duration(double seconds);
+
+}  // namespace kiln::app

@@ -1,0 +1,92 @@
+// The kiln executable: parses the command line, runs the command, and turns
+// every error into one message and an exit code (2 for bad input).
+#define CXXOPTS_VECTOR_DELIMITER '\0'  // --set values may contain commas: [512,256]
+#include <c10/util/Exception.h>
+#include <cxxopts.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "config.h"
+#include "train_command.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "kiln - native C++ training on libtorch\n"
+    "\n"
+    "Usage: kiln <command> [options]\n"
+    "\n"
+    "Commands:\n"
+    "  train [CONFIG]   train a model from a TOML config (default configs/fashion_mlp.toml)\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help       show this help\n"
+    "      --version    show kiln's version and the libtorch it was built with\n"
+    "\n"
+    "'kiln train --help' lists the train options and every config key with its default.\n";
+
+int train_main(int argc, char** argv) {
+  cxxopts::Options options("kiln train", "Train a model from a TOML config.");
+  options.custom_help("[CONFIG] [--set section.key=value ...] [options]");
+  options.positional_help("");
+  options.add_options()
+      ("config", "TOML config file", cxxopts::value<std::string>()->default_value(""))
+      ("set", "override one config key: section.key=value (repeatable)",
+       cxxopts::value<std::vector<std::string>>())
+      ("run-dir", "write the run here instead of run.dir/run.name", cxxopts::value<std::string>())
+      ("resume", "continue the run in DIR from its newest checkpoint", cxxopts::value<std::string>())
+      ("print-config", "print the resolved config and exit")
+      ("h,help", "show this help");
+  options.parse_positional({"config"});
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help() << "\nCONFIG defaults to " << kiln::app::default_config_path()
+              << "\n\nConfig keys (set in the file's [section] or with --set section.key=value):\n"
+              << kiln::app::describe_keys();
+    return 0;
+  }
+  kiln::app::TrainCommand cmd;
+  cmd.config_path = args["config"].as<std::string>();
+  if (args.count("set")) cmd.overrides = args["set"].as<std::vector<std::string>>();
+  if (args.count("run-dir")) cmd.run_dir = args["run-dir"].as<std::string>();
+  if (args.count("resume")) cmd.resume_dir = args["resume"].as<std::string>();
+  cmd.print_config = args.count("print-config") > 0;
+  return kiln::app::run_train(cmd);
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("kiln %s (libtorch %s)\n", KILN_VERSION, KILN_TORCH_VERSION);
+    return 0;
+  }
+  if (!std::strcmp(argv[1], "train")) return train_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "kiln: error: unknown command '%s'; valid commands: train (see kiln --help)\n",
+               argv[1]);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const kiln::InputError& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 2;
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::fprintf(stderr, "kiln: error: %s (see kiln train --help)\n", e.what());
+    return 2;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  }
+}

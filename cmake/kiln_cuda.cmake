@@ -1,0 +1,27 @@
+# Decides whether kiln's CUDA kernels are built (KILN_CUDA = AUTO|ON|OFF) and
+# enables the CUDA language; sm_80 + sm_90 by default (the H200 is sm_90).
+include(CheckLanguage)
+set(KILN_WITH_CUDA OFF)
+if(NOT KILN_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(KILN_WITH_CUDA ON)
+  elseif(KILN_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "KILN_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+if(KILN_WITH_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  enable_language(CUDA)
+  # CMake 3.25 knows nvcc's flags only up to C++17; nvcc 12+ takes -std=c++20.
+  # (CMAKE_CUDA_STANDARD itself is set after find_package(Torch): Torch's CMake
+  # compiles a probe that would inherit it without these options.)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  find_package(CUDAToolkit REQUIRED)
+endif()

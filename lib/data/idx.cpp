@@ -1,0 +1,123 @@
+// IDX files through zlib's C interface: gzread streams both gzip and plain files,
+// so one code path checks the header and reads the payload in large chunks.
+#include "data/idx.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/util/StringUtil.h>
+#include <zlib.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+
+#include "util/error.h"
+
+namespace kiln::data {
+namespace {
+
+constexpr uint8_t kTypeUnsignedByte = 0x08;
+constexpr int64_t kMaxElements = int64_t{1} << 34;  // 16 GiB: larger is surely a foreign file
+
+struct GzCloser {
+  void operator()(gzFile f) const { gzclose(f); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw InputError(c10::str(path, ": ", what));
+}
+
+// Reads up to n bytes; returns how many were read, throws on a zlib error.
+int64_t read_some(gzFile f, const std::string& path, void* dst, int64_t n) {
+  int64_t done = 0;
+  auto* out = static_cast<char*>(dst);
+  while (done < n) {
+    const auto chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 24));
+    const int got = gzread(f, out + done, chunk);
+    if (got < 0) {
+      int code = 0;
+      const char* msg = gzerror(f, &code);
+      fail(path, c10::str("not a readable IDX file (zlib: ", msg, ")"));
+    }
+    if (got == 0) {
+      int code = 0;
+      const char* msg = gzerror(f, &code);
+      if (code != Z_OK && code != Z_BUF_ERROR)
+        fail(path, c10::str("not a readable IDX file (zlib: ", msg, ")"));
+      break;  // end of data (Z_BUF_ERROR: a gzip stream cut short)
+    }
+    done += got;
+  }
+  return done;
+}
+
+uint32_t big_endian(const uint8_t* b) {
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
+}
+
+}  // namespace
+
+at::Tensor read_idx(const std::string& path) {
+  if (!std::filesystem::exists(path)) fail(path, "no such file");
+  GzFile f(gzopen(path.c_str(), "rb"));
+  if (!f) fail(path, c10::str("cannot open: ", std::strerror(errno)));
+  gzbuffer(f.get(), 1 << 20);
+
+  std::array<uint8_t, 4> magic{};
+  if (read_some(f.get(), path, magic.data(), 4) != 4)
+    fail(path, "truncated: the file ends inside the 4-byte IDX magic number");
+  const uint32_t m = big_endian(magic.data());
+  if (magic[0] != 0 || magic[1] != 0 || magic[3] < 1 || magic[3] > 4)
+    fail(path, c10::str("expected an IDX magic number 0x000008NN with rank NN in 1..4, found 0x",
+                        std::hex, m));
+  if (magic[2] != kTypeUnsignedByte)
+    fail(path, c10::str("expected IDX data type 0x08 (unsigned byte), found 0x", std::hex,
+                        static_cast<int>(magic[2])));
+  const int rank = magic[3];
+
+  std::vector<int64_t> dims(rank);
+  int64_t count = 1;
+  for (int d = 0; d < rank; ++d) {
+    std::array<uint8_t, 4> b{};
+    if (read_some(f.get(), path, b.data(), 4) != 4)
+      fail(path, c10::str("truncated: the file ends inside the header (dimension ", d, " of ",
+                          rank, ")"));
+    dims[d] = big_endian(b.data());
+    if (dims[d] == 0) fail(path, c10::str("dimension ", d, " is 0; expected a positive size"));
+    count *= dims[d];
+    if (count > kMaxElements)
+      fail(path, c10::str("the header declares more than ", kMaxElements,
+                          " elements; this is not a data set kiln can hold"));
+  }
+
+  auto out = at::empty(dims, at::TensorOptions().dtype(at::kByte));
+  const int64_t got = read_some(f.get(), path, out.data_ptr(), count);
+  if (got != count)
+    fail(path, c10::str("truncated: the header declares ", count, " data bytes (shape ", dims,
+                        "), the file has ", got));
+  uint8_t extra = 0;
+  if (read_some(f.get(), path, &extra, 1) != 0)
+    fail(path, c10::str("has data past the ", count, " bytes its header declares (shape ", dims,
+                        "); expected the file to end there"));
+  return out;
+}
+
+void write_idx(const std::string& path, const at::Tensor& t) {
+  TORCH_CHECK(t.scalar_type() == at::kByte, "write_idx: t: expected uint8, got ", t.scalar_type());
+  TORCH_CHECK(t.dim() >= 1 && t.dim() <= 4, "write_idx: t: expected rank 1..4, got ", t.dim());
+  const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  GzFile f(gzopen(path.c_str(), gz ? "wb6" : "wbT"));
+  TORCH_CHECK(f, "write_idx: cannot open ", path, ": ", std::strerror(errno));
+  std::vector<uint8_t> header = {0, 0, kTypeUnsignedByte, static_cast<uint8_t>(t.dim())};
+  for (const int64_t d : t.sizes())
+    for (int s = 24; s >= 0; s -= 8) header.push_back(static_cast<uint8_t>(d >> s));
+  const auto c = t.contiguous();
+  const bool ok = gzwrite(f.get(), header.data(), header.size()) == static_cast<int>(header.size()) &&
+                  gzwrite(f.get(), c.const_data_ptr(), c.numel()) == c.numel();
+  TORCH_CHECK(ok, "write_idx: writing ", path, " failed");
+}
+
+}  // namespace kiln::data

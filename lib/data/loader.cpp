@@ -1,0 +1,50 @@
+// BatchLoader: a permutation per epoch from a generator seeded by (seed, epoch).
+#include "data/loader.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace kiln::data {
+namespace {
+
+// splitmix64: decorrelates the seeds of consecutive epochs.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+BatchLoader::BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool shuffle,
+                         uint64_t seed)
+    : x_(std::move(x)), y_(std::move(y)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+  TORCH_CHECK(batch_size_ > 0, "BatchLoader: batch_size: expected > 0, got ", batch_size_);
+  TORCH_CHECK(x_.size(0) == y_.size(0), "BatchLoader: x has ", x_.size(0), " examples, y has ",
+              y_.size(0));
+  set_epoch(0);
+}
+
+int64_t BatchLoader::size() const { return (x_.size(0) + batch_size_ - 1) / batch_size_; }
+
+void BatchLoader::set_epoch(int64_t epoch) {
+  if (!shuffle_) {
+    order_ = at::Tensor();
+    return;
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(seed_ ^ mix(static_cast<uint64_t>(epoch))));
+  order_ = at::randperm(x_.size(0), gen, at::TensorOptions().dtype(at::kLong));
+}
+
+Batch BatchLoader::batch(int64_t index) const {
+  TORCH_CHECK(index >= 0 && index < size(), "BatchLoader: batch index ", index, " out of 0..",
+              size() - 1);
+  const int64_t start = index * batch_size_;
+  const int64_t len = std::min(batch_size_, x_.size(0) - start);
+  if (!order_.defined()) return {x_.narrow(0, start, len), y_.narrow(0, start, len)};
+  const auto idx = order_.narrow(0, start, len);
+  return {x_.index_select(0, idx), y_.index_select(0, idx)};
+}
+
+}  // namespace kiln::data

@@ -1,0 +1,32 @@
+// Batches of an in-memory data set in a seeded order that depends only on
+// (seed, epoch), so a resumed run sees exactly the batches it would have seen.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+namespace kiln::data {
+
+struct Batch {
+  at::Tensor x;  // (B, …)
+  at::Tensor y;  // (B)
+};
+
+/// Example: BatchLoader loader(x, y, 128, /*shuffle=*/true, /*seed=*/0);
+///          loader.set_epoch(3); for (int64_t i = 0; i < loader.size(); ++i) use(loader.batch(i));
+class BatchLoader {
+ public:
+  BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool shuffle, uint64_t seed);
+  /// Batches per epoch; the last one may be smaller.
+  int64_t size() const;
+  int64_t examples() const { return x_.size(0); }
+  /// Draws the order of epoch `epoch` (a pure function of seed and epoch).
+  void set_epoch(int64_t epoch);
+  Batch batch(int64_t index) const;
+
+ private:
+  at::Tensor x_, y_, order_;
+  int64_t batch_size_;
+  bool shuffle_;
+  uint64_t seed_;
+};
+
+}  // namespace kiln::data

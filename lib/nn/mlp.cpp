@@ -1,0 +1,56 @@
+// kiln::nn::Mlp: construction, initialisation and the forward pass.
+#include "nn/mlp.h"
+
+#include <torch/nn/functional/dropout.h>
+
+#include "ops/ops.h"
+
+namespace kiln::nn {
+
+MlpImpl::MlpImpl(MlpOptions options_) : options(std::move(options_)) {
+  TORCH_CHECK(options.in_features() > 0, "Mlp: in_features: expected > 0, got ",
+              options.in_features());
+  TORCH_CHECK(options.out_features() > 0, "Mlp: out_features: expected > 0, got ",
+              options.out_features());
+  for (size_t i = 0; i < options.hidden().size(); ++i)
+    TORCH_CHECK(options.hidden()[i] > 0, "Mlp: hidden[", i, "]: expected > 0, got ",
+                options.hidden()[i]);
+  TORCH_CHECK(options.dropout() >= 0.0 && options.dropout() < 1.0,
+              "Mlp: dropout: expected a probability in [0, 1), got ", options.dropout());
+  reset();
+}
+
+void MlpImpl::reset() {
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  int64_t width = options.in_features();
+  for (const int64_t h : options.hidden()) {
+    layers_->push_back(torch::nn::Linear(width, h));
+    width = h;
+  }
+  layers_->push_back(torch::nn::Linear(width, options.out_features()));
+}
+
+void MlpImpl::reset_parameters() {
+  for (auto& layer : *layers_) layer->as<torch::nn::Linear>()->reset_parameters();
+}
+
+torch::Tensor MlpImpl::forward(torch::Tensor x) {
+  x = x.flatten(1);  // (B, in_features)
+  const size_t last = layers_->size() - 1;
+  for (size_t i = 0; i < last; ++i) {
+    x = kiln::ops::relu(layers_[i]->as<torch::nn::Linear>()->forward(x));  // (B, hidden[i])
+    if (options.dropout() > 0.0)
+      x = torch::nn::functional::dropout(
+          x, torch::nn::functional::DropoutFuncOptions().p(options.dropout()).training(is_training()));
+  }
+  return layers_[last]->as<torch::nn::Linear>()->forward(x);  // (B, out_features)
+}
+
+void MlpImpl::pretty_print(std::ostream& stream) const {
+  stream << "kiln::nn::Mlp(in=" << options.in_features() << ", hidden=[";
+  for (size_t i = 0; i < options.hidden().size(); ++i)
+    stream << (i ? ", " : "") << options.hidden()[i];
+  stream << "], out=" << options.out_features() << ", dropout=" << options.dropout() << ")";
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,49 @@
+// Detects the CPU's vector capability once and honours KILN_CPU_CAPABILITY.
+#include "cpu_capability.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::ops {
+namespace {
+
+CpuCapability detect() {
+  CpuCapability best = CpuCapability::kDefault;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+#if defined(KILN_HAVE_CPU_AVX2)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = CpuCapability::kAvx2;
+#endif
+#if defined(KILN_HAVE_CPU_AVX512)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    best = CpuCapability::kAvx512;
+#endif
+#endif
+  // A user may lower the capability (never raise it past what the CPU has).
+  if (const char* env = std::getenv("KILN_CPU_CAPABILITY")) {
+    CpuCapability want = best;
+    if (!std::strcmp(env, "default")) want = CpuCapability::kDefault;
+    else if (!std::strcmp(env, "avx2")) want = CpuCapability::kAvx2;
+    else if (!std::strcmp(env, "avx512")) want = CpuCapability::kAvx512;
+    if (want < best) best = want;
+  }
+  return best;
+}
+
+}  // namespace
+
+CpuCapability cpu_capability() {
+  static const CpuCapability c = detect();
+  return c;
+}
+
+std::string to_string(CpuCapability c) {
+  switch (c) {
+    case CpuCapability::kAvx512: return "avx512";
+    case CpuCapability::kAvx2: return "avx2";
+    default: return "default";
+  }
+}
+
+}  // namespace kiln::ops

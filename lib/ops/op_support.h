@@ -1,0 +1,66 @@
+// What every kiln op's Tensor-level code shares: argument checks that name the
+// op, the argument and what was wrong; the mapping to kernel dtypes; the parallel
+// chunking of elementwise CPU kernels.
+#pragma once
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/util/Exception.h>
+
+#include <string_view>
+
+#include "kernel_types.h"
+
+namespace kiln::ops {
+
+/// Elements per CPU task: small tensors run on one thread, large ones split.
+constexpr int64_t kElementwiseGrain = 32768;
+
+/// Throws unless `t` is a defined float32/float64/float16/bfloat16 tensor.
+/// Example: check_floating("kiln::relu", "x", x);
+inline void check_floating(std::string_view op, std::string_view arg, const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), op, ": ", arg, ": expected a tensor, got an undefined one");
+  const auto s = t.scalar_type();
+  TORCH_CHECK(s == at::kFloat || s == at::kDouble || s == at::kHalf || s == at::kBFloat16, op, ": ",
+              arg, ": expected a floating-point tensor (float32, float64, float16 or bfloat16), got ",
+              s);
+}
+
+/// Throws unless `b` has the shape, dtype and device of `a`.
+inline void check_like(std::string_view op, std::string_view a_name, const at::Tensor& a,
+                       std::string_view b_name, const at::Tensor& b) {
+  TORCH_CHECK(b.defined(), op, ": ", b_name, ": expected a tensor, got an undefined one");
+  TORCH_CHECK(a.sizes() == b.sizes(), op, ": ", b_name, ": expected shape ", a.sizes(),
+              " (the shape of ", a_name, "), got ", b.sizes());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": ", b_name, ": expected dtype ",
+              a.scalar_type(), " (the dtype of ", a_name, "), got ", b.scalar_type());
+  TORCH_CHECK(a.device() == b.device(), op, ": ", b_name, ": expected device ", a.device(),
+              " (the device of ", a_name, "), got ", b.device());
+}
+
+/// The kernel-side name of a (checked) floating dtype.
+inline DType kernel_dtype(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DType::kFloat;
+    case at::kDouble: return DType::kDouble;
+    case at::kHalf: return DType::kHalf;
+    case at::kBFloat16: return DType::kBFloat16;
+    default: TORCH_INTERNAL_ASSERT(false, "kernel_dtype: unchecked dtype ", t.scalar_type());
+  }
+}
+
+/// Runs `f(begin, end)` over [0, n) in chunks on ATen's intra-op thread pool.
+template <typename F>
+void parallel_chunks(int64_t n, F&& f) {
+  at::parallel_for(0, n, kElementwiseGrain, std::forward<F>(f));
+}
+
+/// Byte address of element `i` of a contiguous tensor (for chunked raw kernels).
+inline const char* elem_ptr(const at::Tensor& t, int64_t i) {
+  return static_cast<const char*>(t.const_data_ptr()) + i * t.element_size();
+}
+inline char* elem_ptr(at::Tensor& t, int64_t i) {
+  return static_cast<char*>(t.data_ptr()) + i * t.element_size();
+}
+
+}  // namespace kiln::ops

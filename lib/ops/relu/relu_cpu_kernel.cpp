@@ -1,0 +1,54 @@
+// Vectorised CPU relu on raw pointers; compiled once per CPU capability
+// (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
+#include "relu_kernel.h"
+
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+namespace kiln::ops::cpu::KILN_CPU_NS {
+namespace {
+
+// at::vec::map hands float vectors to the lambda for half and bfloat16 (the
+// computation happens in float), and native vectors for float and double.
+template <typename T>
+void forward(const T* x, T* y, int64_t n) {
+  at::vec::map([](auto v) { return at::vec::clamp_min(v, decltype(v)(0)); }, y, x, n);
+}
+
+template <typename T>
+void backward(const T* grad, const T* y, T* grad_x, int64_t n) {
+  at::vec::map2(
+      [](auto g, auto out) {
+        using V = decltype(g);
+        return V::blendv(V(0), g, out > V(0));
+      },
+      grad_x, grad, y, n);
+}
+
+template <typename F>
+void by_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat: return f(float{});
+    case DType::kDouble: return f(double{});
+    case DType::kHalf: return f(c10::Half{});
+    case DType::kBFloat16: return f(c10::BFloat16{});
+  }
+}
+
+}  // namespace
+
+void relu_forward(DType dtype, const void* x, void* y, int64_t n) {
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    forward(static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+}
+
+void relu_backward(DType dtype, const void* grad, const void* y, void* grad_x, int64_t n) {
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    backward(static_cast<const T*>(grad), static_cast<const T*>(y), static_cast<T*>(grad_x), n);
+  });
+}
+
+}  // namespace kiln::ops::cpu::KILN_CPU_NS

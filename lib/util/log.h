@@ -1,0 +1,25 @@
+// kiln's run log: a narrow interface over spdlog so that no file that includes
+// torch (which ships its own fmt) ever includes spdlog.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace kiln::log {
+
+enum class Level { kDebug, kInfo, kWarn, kError };
+
+/// Sends every following message to `path` as well (append). Example:
+/// kiln::log::open_file("runs/x/train.log");
+void open_file(const std::string& path);
+/// Flushes and closes the file sink.
+void close_file();
+/// Mirrors messages at or above `level` to stderr (off by default).
+void set_stderr_level(Level level);
+void write(Level level, std::string_view message);
+
+inline void debug(std::string_view m) { write(Level::kDebug, m); }
+inline void info(std::string_view m) { write(Level::kInfo, m); }
+inline void warn(std::string_view m) { write(Level::kWarn, m); }
+inline void error(std::string_view m) { write(Level::kError, m); }
+
+}  // namespace kiln::log

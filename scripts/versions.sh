@@ -1,0 +1,5 @@
+# The one place where kiln's pinned versions live; sourced by the other scripts.
+# torch 2.14.1 is the newest wheel whose default CUDA build is 13.0, the nvcc here.
+KILN_TORCH_VERSION=2.14.1
+KILN_HOME="${KILN_HOME:-$HOME/.local/share/kiln}"
+KILN_VENV="${KILN_VENV:-$KILN_HOME/torch-$KILN_TORCH_VERSION}"

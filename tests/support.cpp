@@ -1,0 +1,80 @@
+// Shared test helpers (tests/support.h) and Catch2's main.
+#define CATCH_CONFIG_MAIN
+#include "support.h"
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+namespace kiln::test {
+
+bool cuda_available_or_skip(const std::string& why) {
+  if (torch::cuda::is_available()) return true;
+  std::cout << kSkipMarker << ": " << why << std::endl;
+  WARN(std::string(kSkipMarker) + ": " + why);
+  return false;
+}
+
+Closeness all_close(const at::Tensor& actual, const at::Tensor& expected, double rtol,
+                    double atol) {
+  Closeness c;
+  if (actual.sizes() != expected.sizes()) {
+    std::ostringstream s;
+    s << "shape " << actual.sizes() << " != expected " << expected.sizes();
+    return {false, s.str()};
+  }
+  const auto a = actual.detach().to(at::kCPU, at::kDouble).reshape(-1);
+  const auto e = expected.detach().to(at::kCPU, at::kDouble).reshape(-1);
+  if (a.numel() == 0) return c;
+  const auto err = (a - e).abs();
+  const auto tol = atol + rtol * e.abs();
+  // NaN in the same place counts as equal; NaN on one side is the worst error.
+  const auto both_nan = a.isnan() & e.isnan();
+  auto excess = (err - tol).masked_fill(both_nan, -1.0).nan_to_num(INFINITY);
+  const int64_t worst = excess.argmax().item<int64_t>();
+  std::ostringstream s;
+  s << "worst element [" << worst << "] of " << a.numel() << ": actual "
+    << a[worst].item<double>() << ", expected " << e[worst].item<double>() << ", |error| "
+    << err[worst].item<double>() << ", tolerance " << tol[worst].item<double>();
+  c.ok = excess[worst].item<double>() <= 0.0;
+  c.report = s.str();
+  return c;
+}
+
+Closeness gradcheck(const std::function<at::Tensor(const at::Tensor&)>& f, const at::Tensor& x0,
+                    double eps, double rtol, double atol) {
+  const auto x = x0.detach().to(at::kDouble).clone().requires_grad_(true);
+  const auto w = at::randn_like(f(x).detach());  // a random projection of the output
+  (f(x) * w).sum().backward();
+  const auto analytic = x.grad().detach().reshape(-1).clone();
+  auto numeric = at::empty_like(analytic);
+  torch::NoGradGuard no_grad;
+  auto flat = x.detach().reshape(-1);
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double v = flat[i].item<double>();
+    flat[i] = v + eps;
+    const double plus = (f(x.detach()) * w).sum().item<double>();
+    flat[i] = v - eps;
+    const double minus = (f(x.detach()) * w).sum().item<double>();
+    flat[i] = v;
+    numeric[i] = (plus - minus) / (2 * eps);
+  }
+  auto c = all_close(analytic, numeric, rtol, atol);
+  c.report = "gradient (actual = analytic, expected = numeric): " + c.report;
+  return c;
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "kiln-test-XXXXXX").string();
+  path_ = mkdtemp(tmpl.data());
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace kiln::test
