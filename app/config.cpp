@@ -71,6 +71,7 @@ std::string describe(const toml::node& node) {
   std::ostringstream s;
   s << node.type() << ' ';
   if (node.is_table()) s << "{…}";
+  else if (node.is_string()) s << '"' << *node.value<std::string>() << '"';
   else node.visit([&](auto&& n) { s << n; });
   return s.str();
 }

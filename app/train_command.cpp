@@ -88,11 +88,6 @@ int run_train(const TrainCommand& cmd) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw InputError(run_dir.string() + ": cannot create the run directory: " + ec.message());
-  {
-    std::ofstream out(run_dir / "config.toml", std::ios::trunc);
-    out << resolved;
-    if (!out) throw InputError((run_dir / "config.toml").string() + ": cannot write");
-  }
   std::printf("kiln train: run directory %s\n%s\n", run_dir.c_str(), resolved.c_str());
 
   auto spec = to_spec(config);

@@ -96,11 +96,11 @@ at::Tensor read_idx(const std::string& path) {
   auto out = at::empty(dims, at::TensorOptions().dtype(at::kByte));
   const int64_t got = read_some(f.get(), path, out.data_ptr(), count);
   if (got != count)
-    fail(path, c10::str("truncated: the header declares ", count, " data bytes (shape ", dims,
+    fail(path, c10::str("truncated: the header declares ", count, " data bytes (shape ", c10::IntArrayRef(dims),
                         "), the file has ", got));
   uint8_t extra = 0;
   if (read_some(f.get(), path, &extra, 1) != 0)
-    fail(path, c10::str("has data past the ", count, " bytes its header declares (shape ", dims,
+    fail(path, c10::str("has data past the ", count, " bytes its header declares (shape ", c10::IntArrayRef(dims),
                         "); expected the file to end there"));
   return out;
 }

@@ -2,6 +2,8 @@
 // plain ATen; the fused kernel replaces it later) and checked state save/load.
 #include "optim/adamw.h"
 
+#include "optim/group_options.h"
+
 #include <torch/serialize/archive.h>
 
 #include <cmath>
@@ -44,6 +46,7 @@ int64_t read_int(torch::serialize::InputArchive& ar, const std::string& k) {
 AdamW::AdamW(const std::vector<torch::optim::OptimizerParamGroup>& param_groups,
              AdamWOptions defaults)
     : Optimizer(param_groups, std::make_unique<AdamWOptions>(defaults)) {
+  restore_group_options(*this, param_groups);
   check_options(defaults, "AdamW: ");
   for (size_t g = 0; g < param_groups_.size(); ++g)
     check_options(static_cast<const AdamWOptions&>(param_groups_[g].options()),

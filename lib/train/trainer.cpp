@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include "data/fashion_mnist.h"
 #include "data/loader.h"
@@ -63,6 +64,15 @@ TrainResult train(const RunSpec& spec, TrainObserver& observer) {
     pos = load_checkpoint(*ckpt, *model, optimizer);
     result.resumed_from = pos.step;
     log::info(c10::str("resumed from ", *ckpt, " at step ", pos.step));
+  }
+
+  // The resolved config goes into the run only once the run is known to start
+  // (a refused resume leaves the directory as it was).
+  {
+    const auto path = std::filesystem::path(spec.run_dir) / "config.toml";
+    std::ofstream out(path, std::ios::trunc);
+    out << spec.config_toml;
+    if (!out) throw InputError(c10::str(path.string(), ": cannot write"));
   }
 
   const int64_t batches = loader.size();

@@ -34,7 +34,8 @@ struct DataOptions {
 
 struct RunSpec {
   std::string run_dir;
-  /// The resolved config as TOML, saved into every checkpoint.
+  /// The resolved config as TOML, written to run_dir/config.toml when the run
+  /// starts and into every checkpoint.
   std::string config_toml;
   /// Continue from the newest checkpoint in run_dir.
   bool resume = false;

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The kiln executable as a user meets it: help, a tiny run, a resume, and bad
+# input (config, override, option, data, checkpoint) giving exit code 2 with a
+# message that names the problem, without damaging what a run already wrote.
+set -uo pipefail
+kiln="$1"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+failures=0; checks=0
+
+# expect CODE PATTERN -- ARGS...: run kiln, check the exit code and that the
+# combined output matches PATTERN (extended regex).
+expect() {
+  local code="$1" pattern="$2"; shift 3
+  checks=$((checks + 1))
+  local out rc
+  out="$("$kiln" "$@" 2>&1)"; rc=$?
+  if [[ $rc -ne $code ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    failures=$((failures + 1))
+    printf 'FAIL: kiln %s\n  expected exit %s and /%s/, got exit %s:\n%s\n' "$*" "$code" "$pattern" "$rc" "$out" | head -20
+  fi
+}
+
+expect 0 "Commands:" -- --help
+expect 2 "Usage: kiln" --
+expect 2 "unknown command 'trian'; valid commands: train" -- trian
+expect 0 "train\.epochs +passes over the training set \(default 10\)" -- train --help
+expect 2 "Option .+bogus.+ does not exist" -- train --bogus
+
+printf '[train]\nepoch = 3\n' > "$tmp/unknown.toml"
+expect 2 "unknown.toml:2:9: unknown key 'epoch' in \[train\]; valid keys: epochs" -- train "$tmp/unknown.toml"
+printf '[train]\nepochs = "ten"\n' > "$tmp/type.toml"
+expect 2 "type.toml:2:10: \[train\] epochs: expected an integer, found string \"ten\"" -- train "$tmp/type.toml"
+expect 2 "nope.toml: cannot read the config file" -- train "$tmp/nope.toml"
+expect 2 "\-\-set train.epochs=x: \[train\] epochs: expected an integer" -- train configs/tiny.toml --set train.epochs=x
+expect 2 "\-\-set: train.batch_size: expected an integer > 0, found -1" -- train configs/tiny.toml --set train.batch_size=-1
+if ! command -v nvidia-smi >/dev/null; then
+  expect 2 "train.device: expected cpu \(no CUDA device is visible\), found \"cuda\"" -- train configs/tiny.toml --set train.device=cuda
+fi
+expect 2 "/nonexistent: data.root: expected a directory" -- train configs/tiny.toml --set data.root=/nonexistent --run-dir "$tmp/nodata"
+
+# A good tiny run, then the same directory again without --resume.
+expect 0 "final test accuracy [0-9.]+%" -- train configs/tiny.toml --run-dir "$tmp/run" --set train.max_steps=0
+for f in config.toml metrics.jsonl train.log checkpoints/step_000000032/model.pt; do
+  checks=$((checks + 1))
+  [[ -f "$tmp/run/$f" ]] || { failures=$((failures + 1)); echo "FAIL: run directory lacks $f"; }
+done
+checks=$((checks + 1))
+grep -q '"split":"test"' "$tmp/run/metrics.jsonl" && grep -q '"accuracy"' "$tmp/run/metrics.jsonl" \
+  || { failures=$((failures + 1)); echo "FAIL: metrics.jsonl has no test line with accuracy"; }
+expect 2 "already holds a run; continue it with --resume" -- train configs/tiny.toml --run-dir "$tmp/run"
+
+# Resume to two epochs continues from step 32.
+expect 0 "resumed at step 32" -- train --resume "$tmp/run" --set train.epochs=2
+expect 2 "give --set overrides instead of a CONFIG file" -- train configs/tiny.toml --resume "$tmp/run"
+expect 2 "expected a run directory with config.toml" -- train --resume "$tmp/none"
+
+# A damaged checkpoint: refused with exit 2, and nothing in it is changed.
+ckpt="$tmp/run/checkpoints/step_000000064"
+head -c 100 "$ckpt/model.pt" > "$tmp/model.part" && cp "$tmp/model.part" "$ckpt/model.pt"
+sum_before="$(cd "$tmp/run" && find . -type f -exec md5sum {} + | sort)"
+expect 2 "model.pt: not a readable weights file" -- train --resume "$tmp/run" --set train.epochs=3
+sum_after="$(cd "$tmp/run" && find . -type f -exec md5sum {} + | sort)"
+checks=$((checks + 1))
+[[ "$(grep -v train.log <<<"$sum_after")" == "$(grep -v train.log <<<"$sum_before")" ]] \
+  || { failures=$((failures + 1)); echo "FAIL: a refused resume changed the run directory"; }
+
+echo "cli: $((checks - failures)) passed, $failures failed"
+[[ $failures -eq 0 ]]

@@ -1,0 +1,129 @@
+// The IDX reader: good files (gzip and plain) round-trip; truncated, foreign and
+// over-long files are errors that name the file and the problem.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "data/fashion_mnist.h"
+#include "data/idx.h"
+#include "data/loader.h"
+#include "support.h"
+#include "util/error.h"
+
+using kiln::InputError;
+using kiln::data::read_idx;
+using kiln::data::write_idx;
+
+namespace {
+
+at::Tensor random_bytes(std::vector<int64_t> shape) {
+  return torch::randint(0, 256, shape, torch::TensorOptions().dtype(torch::kByte));
+}
+
+void write_raw(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<uint8_t> read_raw(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("IDX files round-trip, gzipped and plain", "[data][idx]") {
+  kiln::test::TempDir dir;
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{17}, {5, 28, 28}, {3, 2, 4, 5}}) {
+    for (const std::string name : {"x.idx", "x.idx.gz"}) {
+      const auto t = random_bytes(shape);
+      write_idx(dir / name, t);
+      const auto back = read_idx(dir / name);
+      REQUIRE(back.sizes() == t.sizes());
+      REQUIRE(torch::equal(back, t));
+    }
+  }
+}
+
+TEST_CASE("a truncated IDX file is an error naming the file", "[data][idx]") {
+  kiln::test::TempDir dir;
+  write_idx(dir / "full.idx", random_bytes({10, 4, 4}));
+  auto bytes = read_raw(dir / "full.idx");
+  bytes.resize(bytes.size() - 7);
+  write_raw(dir / "cut.idx", bytes);
+  REQUIRE_THROWS_MATCHES(read_idx(dir / "cut.idx"), InputError,
+                         Catch::Message(dir / "cut.idx" +
+                                        ": truncated: the header declares 160 data bytes "
+                                        "(shape [10, 4, 4]), the file has 153"));
+  // Inside the header.
+  bytes.resize(6);
+  write_raw(dir / "header.idx", bytes);
+  REQUIRE_THROWS_WITH(read_idx(dir / "header.idx"), Catch::Contains("ends inside the header"));
+  // A gzip stream cut short.
+  write_idx(dir / "full.idx.gz", random_bytes({50, 8, 8}));
+  auto gz = read_raw(dir / "full.idx.gz");
+  gz.resize(gz.size() / 2);
+  write_raw(dir / "cut.idx.gz", gz);
+  REQUIRE_THROWS_WITH(read_idx(dir / "cut.idx.gz"),
+                      Catch::StartsWith(dir / "cut.idx.gz") && Catch::Contains("truncated"));
+}
+
+TEST_CASE("a wrong magic number or data type is an error", "[data][idx]") {
+  kiln::test::TempDir dir;
+  write_raw(dir / "png.idx", {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a});
+  REQUIRE_THROWS_WITH(read_idx(dir / "png.idx"),
+                      Catch::Contains("png.idx: expected an IDX magic number") &&
+                          Catch::Contains("found 0x89504e47"));
+  write_raw(dir / "float.idx", {0, 0, 0x0D, 1, 0, 0, 0, 1, 0, 0, 0, 0});
+  REQUIRE_THROWS_WITH(read_idx(dir / "float.idx"),
+                      Catch::Contains("expected IDX data type 0x08 (unsigned byte), found 0xd"));
+  write_raw(dir / "empty.idx", {});
+  REQUIRE_THROWS_WITH(read_idx(dir / "empty.idx"), Catch::Contains("magic number"));
+  REQUIRE_THROWS_WITH(read_idx(dir / "missing.idx"), Catch::Contains("missing.idx: no such file"));
+}
+
+TEST_CASE("data past the declared size is an error", "[data][idx]") {
+  kiln::test::TempDir dir;
+  write_idx(dir / "x.idx", random_bytes({4}));
+  auto bytes = read_raw(dir / "x.idx");
+  bytes.push_back(0);
+  write_raw(dir / "long.idx", bytes);
+  REQUIRE_THROWS_WITH(read_idx(dir / "long.idx"), Catch::Contains("has data past the 4 bytes"));
+}
+
+TEST_CASE("a Fashion-MNIST folder whose files disagree is an error", "[data][fashion]") {
+  kiln::test::TempDir dir;
+  write_idx(dir / "t10k-images-idx3-ubyte.gz", random_bytes({6, 28, 28}));
+  write_idx(dir / "t10k-labels-idx1-ubyte", torch::randint(0, 10, {5}, torch::kByte));
+  REQUIRE_THROWS_WITH(kiln::data::load_fashion_mnist(dir.path(), kiln::data::Split::kTest),
+                      Catch::Contains("has 5 labels but") && Catch::Contains("has 6 images"));
+  write_idx(dir / "t10k-labels-idx1-ubyte", torch::full({6}, 12, torch::kByte));
+  REQUIRE_THROWS_WITH(kiln::data::load_fashion_mnist(dir.path(), kiln::data::Split::kTest),
+                      Catch::Contains("expected labels in 0..9, found 12"));
+  write_idx(dir / "t10k-labels-idx1-ubyte", torch::randint(0, 10, {6}, torch::kByte));
+  const auto set = kiln::data::load_fashion_mnist(dir.path(), kiln::data::Split::kTest, 4);
+  REQUIRE(set.images.sizes() == torch::IntArrayRef({4, 28, 28}));
+  REQUIRE(set.labels.scalar_type() == torch::kLong);
+}
+
+TEST_CASE("the loader's order depends only on seed and epoch", "[data][loader]") {
+  const auto x = torch::arange(103).reshape({103, 1}).to(torch::kFloat);
+  const auto y = torch::arange(103);
+  kiln::data::BatchLoader a(x, y, 10, true, 7), b(x, y, 10, true, 7);
+  REQUIRE(a.size() == 11);
+  a.set_epoch(3);
+  b.set_epoch(1);
+  b.set_epoch(3);
+  std::vector<int64_t> seen;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const auto ba = a.batch(i), bb = b.batch(i);
+    REQUIRE(torch::equal(ba.y, bb.y));
+    REQUIRE(torch::equal(ba.x.squeeze(1).to(torch::kLong), ba.y));
+    for (int64_t j = 0; j < ba.y.size(0); ++j) seen.push_back(ba.y[j].item<int64_t>());
+  }
+  std::sort(seen.begin(), seen.end());
+  REQUIRE(seen == std::vector<int64_t>(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + 103));
+  a.set_epoch(4);
+  REQUIRE_FALSE(torch::equal(a.batch(0).y, b.batch(0).y));
+}

@@ -1,0 +1,136 @@
+// kiln::relu: forward against ATen for every dtype and every CPU capability
+// build, gradients against central differences (first and second order),
+// CUDA against CPU, non-contiguous inputs and bad input.
+#include <torch/torch.h>
+
+#include "ops/cpu_capability.h"
+#include "ops/op_support.h"
+#include "ops/ops.h"
+#include "ops/relu/relu_kernel.h"
+#include "support.h"
+
+using kiln::test::gradcheck;
+
+namespace {
+
+const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
+
+// Sizes around the vector widths and the parallel grain, plus an empty one.
+const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001};
+
+at::Tensor sample(int64_t n, at::ScalarType dtype) {
+  auto x = at::randn({n}, at::TensorOptions().dtype(at::kFloat));
+  if (n > 3) x[3] = 0.0;  // the kink itself
+  return x.to(dtype);
+}
+
+}  // namespace
+
+TEST_CASE("relu forward matches at::relu for every dtype", "[ops][relu]") {
+  for (const auto dtype : kDtypes) {
+    for (const int64_t n : kSizes) {
+      INFO("dtype " << dtype << ", n " << n);
+      const auto x = sample(n, dtype);
+      const auto y = kiln::ops::relu(x);
+      REQUIRE(y.scalar_type() == dtype);
+      KILN_REQUIRE_CLOSE(y, at::relu(x), 0.0, 0.0);  // exact: relu only selects
+    }
+  }
+}
+
+TEST_CASE("relu propagates NaN and keeps infinities like at::relu", "[ops][relu]") {
+  const auto x = torch::tensor({NAN, INFINITY, -INFINITY, -1.0f, 2.0f});
+  KILN_REQUIRE_CLOSE(kiln::ops::relu(x), at::relu(x), 0.0, 0.0);
+}
+
+TEST_CASE("every compiled CPU capability gives the same result", "[ops][relu]") {
+  using namespace kiln::ops;
+  std::vector<std::pair<std::string, decltype(&cpu::base::relu_forward)>> builds = {
+      {"default", &cpu::base::relu_forward}};
+#if defined(KILN_HAVE_CPU_AVX2)
+  if (cpu_capability() >= CpuCapability::kAvx2) builds.push_back({"avx2", &cpu::avx2::relu_forward});
+#endif
+#if defined(KILN_HAVE_CPU_AVX512)
+  if (cpu_capability() >= CpuCapability::kAvx512)
+    builds.push_back({"avx512", &cpu::avx512::relu_forward});
+#endif
+  for (const auto& [name, fn] : builds) {
+    for (const auto dtype : kDtypes) {
+      INFO("capability " << name << ", dtype " << dtype);
+      const auto x = sample(1037, dtype);
+      auto y = at::empty_like(x);
+      fn(kernel_dtype(x), x.const_data_ptr(), y.data_ptr(), x.numel());
+      KILN_REQUIRE_CLOSE(y, at::relu(x), 0.0, 0.0);
+    }
+  }
+}
+
+TEST_CASE("relu gradient matches central differences", "[ops][relu]") {
+  // Points away from 0, where relu is differentiable.
+  auto x = at::randn({4, 9}, at::kDouble);
+  x = x + x.sign() * 0.1;
+  const auto c = gradcheck([](const at::Tensor& t) { return kiln::ops::relu(t); }, x);
+  INFO(c.report);
+  REQUIRE(c.ok);
+}
+
+TEST_CASE("relu backward is differentiable (double backward)", "[ops][relu]") {
+  auto x = at::randn({5, 6}, at::kDouble);
+  x = (x + x.sign() * 0.1).requires_grad_(true);
+  const auto v = at::randn({5, 6}, at::kDouble);
+  // g(v) = d/dx <relu(x), v>, a function of v; its gradient must be the mask.
+  const auto g = [&](const at::Tensor& vv) {
+    const auto y = kiln::ops::relu(x);
+    return torch::autograd::grad({y}, {x}, {vv}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  };
+  const auto c = gradcheck(g, v);
+  INFO(c.report);
+  REQUIRE(c.ok);
+  // Through create_graph: d/dv sum(grad) = 1[x > 0].
+  const auto vv = v.clone().requires_grad_(true);
+  const auto gx = torch::autograd::grad({kiln::ops::relu(x)}, {x}, {vv}, true, true)[0];
+  const auto ggv = torch::autograd::grad({gx.sum()}, {vv})[0];
+  KILN_REQUIRE_CLOSE(ggv, (x > 0).to(at::kDouble), 0.0, 0.0);
+}
+
+TEST_CASE("relu is correct on non-contiguous inputs", "[ops][relu]") {
+  const auto base = at::randn({64, 48});
+  for (const auto& x : {base.t(), base.slice(1, 0, 48, 3), base.narrow(0, 5, 20)}) {
+    REQUIRE_FALSE((x.is_contiguous() && x.storage_offset() == 0));
+    KILN_REQUIRE_CLOSE(kiln::ops::relu(x), at::relu(x), 0.0, 0.0);
+    const auto xg = x.clone().requires_grad_(true);
+    const auto g = at::randn_like(x).t().contiguous().t();  // a transposed gradient
+    kiln::ops::relu(xg).backward(g);
+    KILN_REQUIRE_CLOSE(xg.grad(), g * (x > 0), 0.0, 0.0);
+  }
+}
+
+TEST_CASE("relu rejects bad input with a message naming the argument", "[ops][relu]") {
+  REQUIRE_THROWS_WITH(kiln::ops::relu(at::ones({3}, at::kInt)),
+                      Catch::Contains("kiln::relu: x: expected a floating-point tensor") &&
+                          Catch::Contains("Int"));
+  REQUIRE_THROWS_WITH(kiln::ops::relu_backward(at::ones({3}), at::ones({4})),
+                      Catch::Contains("kiln::relu_backward: y: expected shape [3]") &&
+                          Catch::Contains("got [4]"));
+  REQUIRE_THROWS_WITH(kiln::ops::relu_backward(at::ones({3}), at::ones({3}, at::kDouble)),
+                      Catch::Contains("kiln::relu_backward: y: expected dtype Float"));
+}
+
+TEST_CASE("relu on CUDA matches CPU for every dtype", "[ops][relu][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  for (const auto dtype : kDtypes) {
+    for (const int64_t n : kSizes) {
+      INFO("dtype " << dtype << ", n " << n);
+      const auto x = sample(n, dtype);
+      const auto xc = x.cuda().requires_grad_(true);
+      const auto y = kiln::ops::relu(xc);
+      KILN_REQUIRE_CLOSE(y.cpu(), kiln::ops::relu(x), 0.0, 0.0);
+      const auto g = at::randn({n}).to(dtype);
+      y.backward(g.cuda());
+      KILN_REQUIRE_CLOSE(xc.grad().cpu(), kiln::ops::relu_backward(g, kiln::ops::relu(x)), 0.0, 0.0);
+    }
+    // An unaligned view takes the scalar path.
+    const auto x = sample(1001, dtype).cuda().narrow(0, 1, 999);
+    KILN_REQUIRE_CLOSE(kiln::ops::relu(x).cpu(), at::relu(x.cpu()), 0.0, 0.0);
+  }
+}
