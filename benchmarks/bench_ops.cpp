@@ -1,0 +1,124 @@
+// kiln_bench_ops: times every kiln op against its ATen reference, interleaved
+// round by round so both see the same machine state, and prints ref/kiln ratios
+// (>1 means kiln is faster). --json FILE writes one object per case.
+#define CXXOPTS_VECTOR_DELIMITER ','
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+
+#include "ops/cpu_capability.h"
+#include "ops/ops.h"
+
+namespace {
+
+using Fn = std::function<void()>;
+
+struct Case {
+  std::string op, pass;
+  Fn kiln, ref;
+};
+
+void sync(const at::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize();
+}
+
+// Nanoseconds per call of f: enough calls to fill ~min_ms.
+double time_once(const Fn& f, const at::Device& d, int calls) {
+  sync(d);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) f();
+  sync(d);
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+         calls;
+}
+
+// Median over `rounds` of (kiln, ref) measured alternately.
+std::pair<double, double> measure(const Case& c, const at::Device& d, int rounds, double min_ms) {
+  c.kiln(), c.ref();  // warm-up (allocator, caches)
+  const double probe = std::max(time_once(c.kiln, d, 1), time_once(c.ref, d, 1));
+  const int calls = std::max(1, static_cast<int>(min_ms * 1e6 / std::max(probe, 1.0)));
+  std::vector<double> k, r;
+  for (int i = 0; i < rounds; ++i) {
+    k.push_back(time_once(c.kiln, d, calls));
+    r.push_back(time_once(c.ref, d, calls));
+  }
+  std::nth_element(k.begin(), k.begin() + k.size() / 2, k.end());
+  std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+  return {k[k.size() / 2], r[r.size() / 2]};
+}
+
+std::vector<Case> cases_for(const at::Tensor& x, const at::Tensor& g) {
+  const auto y = at::relu(x);
+  return {
+      {"relu", "fwd", [=] { kiln::ops::relu(x); }, [=] { at::relu(x); }},
+      {"relu", "bwd", [=] { kiln::ops::relu_backward(g, y); },
+       [=] { at::threshold_backward(g, y, 0); }},
+  };
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options options("kiln_bench_ops", "kiln ops against their ATen references");
+  options.add_options()
+      ("json", "write the results to FILE", cxxopts::value<std::string>()->default_value(""))
+      ("device", "cpu or cuda", cxxopts::value<std::string>()->default_value("cpu"))
+      ("sizes", "log2 of the element counts", cxxopts::value<std::vector<int>>()->default_value("16,20,24"))
+      ("threads", "CPU thread counts", cxxopts::value<std::vector<int>>()->default_value("1,2"))
+      ("dtypes", "float32, float16, bfloat16, float64",
+       cxxopts::value<std::vector<std::string>>()->default_value("float32"))
+      ("rounds", "interleaved rounds per case (median reported)", cxxopts::value<int>()->default_value("7"))
+      ("min-ms", "time per measurement", cxxopts::value<double>()->default_value("20"))
+      ("h,help", "show this help");
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::puts(options.help().c_str());
+    return 0;
+  }
+  const at::Device device(args["device"].as<std::string>());
+  if (device.is_cuda() && !torch::cuda::is_available()) {
+    std::fprintf(stderr, "kiln_bench_ops: --device cuda: no CUDA device is visible\n");
+    return 2;
+  }
+  const std::map<std::string, at::ScalarType> dtypes = {
+      {"float32", at::kFloat}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16}, {"float64", at::kDouble}};
+  std::vector<int> threads = args["threads"].as<std::vector<int>>();
+  if (device.is_cuda()) threads = {at::get_num_threads()};
+
+  std::printf("kiln_bench_ops on %s, CPU capability %s\n", device.str().c_str(),
+              kiln::ops::to_string(kiln::ops::cpu_capability()).c_str());
+  std::printf("%-10s %-4s %-9s %5s %7s %12s %12s %7s\n", "op", "pass", "dtype", "log2n", "threads",
+              "kiln_ns", "ref_ns", "ratio");
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& dname : args["dtypes"].as<std::vector<std::string>>()) {
+    if (!dtypes.count(dname)) {
+      std::fprintf(stderr, "kiln_bench_ops: --dtypes: unknown dtype '%s'\n", dname.c_str());
+      return 2;
+    }
+    for (const int lg : args["sizes"].as<std::vector<int>>()) {
+      const int64_t n = int64_t{1} << lg;
+      const auto opts = at::TensorOptions().dtype(dtypes.at(dname)).device(device);
+      const auto x = at::randn({n}, opts), g = at::randn({n}, opts);
+      for (const int t : threads) {
+        at::set_num_threads(t);
+        for (const auto& c : cases_for(x, g)) {
+          const auto [k, r] = measure(c, device, args["rounds"].as<int>(), args["min-ms"].as<double>());
+          std::printf("%-10s %-4s %-9s %5d %7d %12.0f %12.0f %7.2f\n", c.op.c_str(), c.pass.c_str(),
+                      dname.c_str(), lg, t, k, r, r / k);
+          out.push_back({{"op", c.op}, {"pass", c.pass}, {"device", device.str()}, {"dtype", dname},
+                         {"size", n}, {"threads", t}, {"kiln_ns", k}, {"ref_ns", r}, {"ratio", r / k}});
+        }
+      }
+    }
+  }
+  if (const auto path = args["json"].as<std::string>(); !path.empty()) std::ofstream(path) << out.dump(1) << '\n';
+  return 0;
+}
