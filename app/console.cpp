@@ -37,13 +37,10 @@ void ConsoleObserver::on_step(const train::StepReport& r) {
   const int filled = static_cast<int>(kWidth * r.batch / std::max<int64_t>(r.batches, 1));
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
-  const double eta = r.samples_per_s > 0 && r.step > 0
-                         ? r.elapsed_s / r.step * (r.total_steps - r.step)
-                         : NAN;
   std::printf("\r\033[2Kepoch %lld/%lld [%s] %lld/%lld loss %.4f %.0f samples/s ETA %s",
               static_cast<long long>(r.epoch), static_cast<long long>(r.epochs), bar.c_str(),
               static_cast<long long>(r.batch), static_cast<long long>(r.batches), r.loss,
-              r.samples_per_s, format_duration(eta).c_str());
+              r.samples_per_s, format_duration(r.eta_s).c_str());
   std::fflush(stdout);
   bar_shown_ = true;
 }

@@ -79,11 +79,16 @@ int run_train(const TrainCommand& cmd) {
     return 0;
   }
 
-  if (cmd.resume_dir.empty()) {
-    run_dir = cmd.run_dir.empty() ? fs::path(config.run.dir) / config.run.name : fs::path(cmd.run_dir);
+  if (cmd.resume_dir.empty() && !cmd.run_dir.empty()) {
+    run_dir = cmd.run_dir;  // named explicitly: never reuse a directory that holds a run
     if (holds_a_run(run_dir))
       throw ConfigError(run_dir.string() + ": already holds a run; continue it with --resume " +
-                        run_dir.string() + ", or choose another run.name or --run-dir");
+                        run_dir.string() + ", or choose another --run-dir");
+  } else if (cmd.resume_dir.empty()) {
+    // run.dir/run.name, or the first free run.name-2, run.name-3, … beside it.
+    run_dir = fs::path(config.run.dir) / config.run.name;
+    for (int k = 2; holds_a_run(run_dir); ++k)
+      run_dir = fs::path(config.run.dir) / (config.run.name + "-" + std::to_string(k));
   }
   std::error_code ec;
   fs::create_directories(run_dir, ec);

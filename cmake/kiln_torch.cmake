@@ -48,3 +48,9 @@ if(KILN_TORCH_NVIDIA_LIBDIRS)
   add_link_options("LINKER:-rpath-link,${kiln_joined}")
   list(PREPEND CMAKE_BUILD_RPATH ${KILN_TORCH_NVIDIA_LIBDIRS})
 endif()
+
+# torch 2.11's libtorch.so exports its own copy of std::filesystem (64 symbols),
+# and a program that lists libtorch before libstdc++ calls into it and crashes
+# (std::filesystem::remove_all). Putting libstdc++ first among every binary's
+# needed libraries makes the dynamic linker find the real one first.
+add_link_options("SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")

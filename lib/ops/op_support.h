@@ -49,6 +49,33 @@ inline DType kernel_dtype(const at::Tensor& t) {
   }
 }
 
+/// The contiguous inputs of an elementwise op and its freshly allocated output.
+struct Elementwise1 {
+  at::Tensor x, out;
+};
+struct Elementwise2 {
+  at::Tensor a, b, out;
+};
+
+/// Checks a floating input and prepares it. Example: auto e = elementwise("kiln::relu", "x", x);
+inline Elementwise1 elementwise(std::string_view op, std::string_view name, const at::Tensor& x) {
+  check_floating(op, name, x);
+  auto xc = x.contiguous();
+  auto out = at::empty_like(xc, at::MemoryFormat::Contiguous);
+  return {std::move(xc), std::move(out)};
+}
+
+/// Checks `b` against the floating `a` (shape, dtype, device) and prepares both;
+/// the output is like `a`.
+inline Elementwise2 elementwise(std::string_view op, std::string_view a_name, const at::Tensor& a,
+                                std::string_view b_name, const at::Tensor& b) {
+  check_floating(op, a_name, a);
+  check_like(op, a_name, a, b_name, b);
+  auto ac = a.contiguous();
+  auto out = at::empty_like(ac, at::MemoryFormat::Contiguous);
+  return {std::move(ac), b.contiguous(), std::move(out)};
+}
+
 /// Runs `f(begin, end)` over [0, n) in chunks on ATen's intra-op thread pool.
 template <typename F>
 void parallel_chunks(int64_t n, F&& f) {

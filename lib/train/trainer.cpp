@@ -132,8 +132,9 @@ TrainResult train(const RunSpec& spec, TrainObserver& observer) {
       trained_samples += batch.x.size(0);
 
       StepReport r{step, total_steps, pos.epoch + 1, opt.epochs(), pos.batch, batches, loss_value,
-                   optimizer.param_groups()[0].options().get_lr(), 0.0, seconds_since(start)};
+                   optimizer.param_groups()[0].options().get_lr(), 0.0, seconds_since(start), 0.0};
       r.samples_per_s = trained_samples / std::max(r.elapsed_s, 1e-9);
+      r.eta_s = r.elapsed_s / static_cast<double>(step - result.resumed_from) * (total_steps - step);
       if (step % opt.log_every() == 0) {
         const double window_s = seconds_since(window_start);
         metrics.write({{"split", "train"}, {"step", step}, {"epoch", pos.epoch + 1},

@@ -47,7 +47,7 @@ struct RunSpec {
 
 struct StepReport {
   int64_t step, total_steps, epoch, epochs, batch, batches;  // epoch and batch 1-based
-  double loss, lr, samples_per_s, elapsed_s;
+  double loss, lr, samples_per_s, elapsed_s, eta_s;
 };
 
 struct EvalReport {

@@ -49,6 +49,9 @@ checks=$((checks + 1))
 grep -q '"split":"test"' "$tmp/run/metrics.jsonl" && grep -q '"accuracy"' "$tmp/run/metrics.jsonl" \
   || { failures=$((failures + 1)); echo "FAIL: metrics.jsonl has no test line with accuracy"; }
 expect 2 "already holds a run; continue it with --resume" -- train configs/tiny.toml --run-dir "$tmp/run"
+# Without --run-dir, a second run of the same name goes beside the first.
+expect 0 "run directory $tmp/runs/tiny\b" -- train configs/tiny.toml --set run.dir=$tmp/runs --set train.max_steps=2
+expect 0 "run directory $tmp/runs/tiny-2\b" -- train configs/tiny.toml --set run.dir=$tmp/runs --set train.max_steps=2
 
 # Resume to two epochs continues from step 32.
 expect 0 "resumed at step 32" -- train --resume "$tmp/run" --set train.epochs=2

@@ -10,29 +10,23 @@ namespace kiln::ops {
 namespace {
 
 at::Tensor relu_cpu(const at::Tensor& x) {
-  check_floating("kiln::relu", "x", x);
-  const auto xc = x.contiguous();
-  auto y = at::empty_like(xc, at::MemoryFormat::Contiguous);
-  const auto dtype = kernel_dtype(xc);
+  auto e = elementwise("kiln::relu", "x", x);
+  const auto dtype = kernel_dtype(e.x);
   const auto kernel = cpu::relu_forward_impl();
-  parallel_chunks(xc.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(xc, begin), elem_ptr(y, begin), end - begin);
+  parallel_chunks(e.x.numel(), [&](int64_t begin, int64_t end) {
+    kernel(dtype, elem_ptr(e.x, begin), elem_ptr(e.out, begin), end - begin);
   });
-  return y;
+  return e.out;
 }
 
 at::Tensor relu_backward_cpu(const at::Tensor& grad, const at::Tensor& y) {
-  check_floating("kiln::relu_backward", "grad", grad);
-  check_like("kiln::relu_backward", "grad", grad, "y", y);
-  const auto gc = grad.contiguous();
-  const auto yc = y.contiguous();
-  auto gx = at::empty_like(gc, at::MemoryFormat::Contiguous);
-  const auto dtype = kernel_dtype(gc);
+  auto e = elementwise("kiln::relu_backward", "grad", grad, "y", y);
+  const auto dtype = kernel_dtype(e.a);
   const auto kernel = cpu::relu_backward_impl();
-  parallel_chunks(gc.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(gc, begin), elem_ptr(yc, begin), elem_ptr(gx, begin), end - begin);
+  parallel_chunks(e.a.numel(), [&](int64_t begin, int64_t end) {
+    kernel(dtype, elem_ptr(e.a, begin), elem_ptr(e.b, begin), elem_ptr(e.out, begin), end - begin);
   });
-  return gx;
+  return e.out;
 }
 
 }  // namespace

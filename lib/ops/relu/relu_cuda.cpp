@@ -11,27 +11,21 @@ namespace kiln::ops {
 namespace {
 
 at::Tensor relu_cuda(const at::Tensor& x) {
-  check_floating("kiln::relu", "x", x);
+  auto e = elementwise("kiln::relu", "x", x);
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const auto xc = x.contiguous();
-  auto y = at::empty_like(xc, at::MemoryFormat::Contiguous);
-  if (xc.numel() > 0)
-    cuda::relu_forward(kernel_dtype(xc), xc.const_data_ptr(), y.data_ptr(), xc.numel(),
+  if (e.x.numel() > 0)
+    cuda::relu_forward(kernel_dtype(e.x), e.x.const_data_ptr(), e.out.data_ptr(), e.x.numel(),
                        c10::cuda::getCurrentCUDAStream());
-  return y;
+  return e.out;
 }
 
 at::Tensor relu_backward_cuda(const at::Tensor& grad, const at::Tensor& y) {
-  check_floating("kiln::relu_backward", "grad", grad);
-  check_like("kiln::relu_backward", "grad", grad, "y", y);
+  auto e = elementwise("kiln::relu_backward", "grad", grad, "y", y);
   const c10::cuda::CUDAGuard device_guard(grad.device());
-  const auto gc = grad.contiguous();
-  const auto yc = y.contiguous();
-  auto gx = at::empty_like(gc, at::MemoryFormat::Contiguous);
-  if (gc.numel() > 0)
-    cuda::relu_backward(kernel_dtype(gc), gc.const_data_ptr(), yc.const_data_ptr(), gx.data_ptr(),
-                        gc.numel(), c10::cuda::getCurrentCUDAStream());
-  return gx;
+  if (e.a.numel() > 0)
+    cuda::relu_backward(kernel_dtype(e.a), e.a.const_data_ptr(), e.b.const_data_ptr(),
+                        e.out.data_ptr(), e.a.numel(), c10::cuda::getCurrentCUDAStream());
+  return e.out;
 }
 
 }  // namespace
