@@ -14,17 +14,20 @@
 #include <fstream>
 #include <functional>
 
+#include "cases.h"
 #include "ops/cpu_capability.h"
-#include "ops/ops.h"
+
+namespace kiln::bench {
+std::vector<CaseFactory>& registry() {
+  static std::vector<CaseFactory> r;
+  return r;
+}
+}  // namespace kiln::bench
 
 namespace {
 
 using Fn = std::function<void()>;
-
-struct Case {
-  std::string op, pass;
-  Fn kiln, ref;
-};
+using kiln::bench::Case;
 
 void sync(const at::Device& d) {
   if (d.is_cuda()) torch::cuda::synchronize();
@@ -55,15 +58,6 @@ std::pair<double, double> measure(const Case& c, const at::Device& d, int rounds
   return {k[k.size() / 2], r[r.size() / 2]};
 }
 
-std::vector<Case> cases_for(const at::Tensor& x, const at::Tensor& g) {
-  const auto y = at::relu(x);
-  return {
-      {"relu", "fwd", [=] { kiln::ops::relu(x); }, [=] { at::relu(x); }},
-      {"relu", "bwd", [=] { kiln::ops::relu_backward(g, y); },
-       [=] { at::threshold_backward(g, y, 0); }},
-  };
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,6 +69,7 @@ int main(int argc, char** argv) {
       ("threads", "CPU thread counts", cxxopts::value<std::vector<int>>()->default_value("1,2"))
       ("dtypes", "float32, float16, bfloat16, float64",
        cxxopts::value<std::vector<std::string>>()->default_value("float32"))
+      ("ops", "only these ops (default: all)", cxxopts::value<std::vector<std::string>>()->default_value(""))
       ("rounds", "interleaved rounds per case (median reported)", cxxopts::value<int>()->default_value("7"))
       ("min-ms", "time per measurement", cxxopts::value<double>()->default_value("20"))
       ("h,help", "show this help");
@@ -91,6 +86,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, at::ScalarType> dtypes = {
       {"float32", at::kFloat}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16}, {"float64", at::kDouble}};
   std::vector<int> threads = args["threads"].as<std::vector<int>>();
+  std::vector<std::string> ops = args["ops"].as<std::vector<std::string>>();
+  std::erase(ops, std::string());
   if (device.is_cuda()) threads = {at::get_num_threads()};
 
   std::printf("kiln_bench_ops on %s, CPU capability %s\n", device.str().c_str(),
@@ -106,10 +103,13 @@ int main(int argc, char** argv) {
     for (const int lg : args["sizes"].as<std::vector<int>>()) {
       const int64_t n = int64_t{1} << lg;
       const auto opts = at::TensorOptions().dtype(dtypes.at(dname)).device(device);
-      const auto x = at::randn({n}, opts), g = at::randn({n}, opts);
+      std::vector<Case> cases;
+      for (const auto& factory : kiln::bench::registry())
+        for (auto& c : factory(n, opts))
+          if (ops.empty() || std::find(ops.begin(), ops.end(), c.op) != ops.end()) cases.push_back(c);
       for (const int t : threads) {
         at::set_num_threads(t);
-        for (const auto& c : cases_for(x, g)) {
+        for (const auto& c : cases) {
           const auto [k, r] = measure(c, device, args["rounds"].as<int>(), args["min-ms"].as<double>());
           std::printf("%-10s %-4s %-9s %5d %7d %12.0f %12.0f %7.2f\n", c.op.c_str(), c.pass.c_str(),
                       dname.c_str(), lg, t, k, r, r / k);

@@ -66,6 +66,29 @@ Closeness gradcheck(const std::function<at::Tensor(const at::Tensor&)>& f, const
   return c;
 }
 
+Tolerance tolerance_for(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kDouble: return {1e-12, 1e-12};
+    case at::kHalf: return {2e-3, 2e-3};
+    case at::kBFloat16: return {1.6e-2, 1.6e-2};
+    default: return {1e-5, 1e-5};
+  }
+}
+
+void require_cuda_matches_cpu(const TensorFn& f, const std::vector<at::Tensor>& cpu_inputs,
+                              Tolerance tol) {
+  std::vector<at::Tensor> cuda_inputs;
+  for (const auto& t : cpu_inputs) cuda_inputs.push_back(t.defined() ? t.cuda() : t);
+  const auto expected = f(cpu_inputs);
+  const auto actual = f(cuda_inputs);
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("output " << i << " (CUDA = actual, CPU = expected)");
+    REQUIRE(actual[i].is_cuda());
+    KILN_REQUIRE_CLOSE(actual[i].cpu(), expected[i], tol.rtol, tol.atol);
+  }
+}
+
 TempDir::TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "kiln-test-XXXXXX").string();
   path_ = mkdtemp(tmpl.data());

@@ -30,6 +30,25 @@ Closeness all_close(const at::Tensor& actual, const at::Tensor& expected, double
 Closeness gradcheck(const std::function<at::Tensor(const at::Tensor&)>& f, const at::Tensor& x,
                     double eps = 1e-6, double rtol = 1e-5, double atol = 1e-6);
 
+/// The floating dtypes every op supports.
+inline const std::vector<at::ScalarType> kFloatingDtypes = {at::kFloat, at::kDouble, at::kHalf,
+                                                            at::kBFloat16};
+
+struct Tolerance {
+  double rtol, atol;
+};
+/// How close a kernel in `dtype` must come to a reference computed in float64:
+/// float64 1e-12, float32 1e-5, float16 2e-3, bfloat16 1.6e-2 (relative, and as absolute).
+Tolerance tolerance_for(at::ScalarType dtype);
+
+using TensorFn = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+
+/// Runs f on the CPU inputs and on CUDA copies of them and requires every output
+/// to agree within `tol`, reporting the worst element. Call it after
+/// cuda_available_or_skip(). Example: require_cuda_matches_cpu(f, {x, b}, tolerance_for(x.scalar_type()));
+void require_cuda_matches_cpu(const TensorFn& f, const std::vector<at::Tensor>& cpu_inputs,
+                              Tolerance tol);
+
 /// A fresh temporary directory, removed when the object goes.
 class TempDir {
  public:

@@ -1,6 +1,6 @@
 // Every kiln op schema, declared once, and the C++ API that calls them through
 // the dispatcher. Backends register their kernels in <op>/<op>_{cpu,cuda}.cpp,
-// autograd in <op>/<op>.cpp.
+// autograd and autocast in <op>/<op>.cpp.
 #include "ops.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -9,28 +9,104 @@
 TORCH_LIBRARY(kiln, m) {
   m.def("relu(Tensor x) -> Tensor");
   m.def("relu_backward(Tensor grad, Tensor y) -> Tensor");
+  m.def("sigmoid(Tensor x, float beta=1.0, float? grad_clip=None) -> Tensor");
+  m.def("sigmoid_backward(Tensor grad, Tensor s, float beta, float? grad_clip) -> Tensor");
+  m.def("gelu(Tensor x) -> Tensor");
+  m.def("gelu_backward(Tensor grad, Tensor x) -> Tensor");
+  m.def("bias_gelu(Tensor x, Tensor b) -> Tensor");
+  m.def("bias_gelu_backward(Tensor grad, Tensor x, Tensor b) -> (Tensor, Tensor)");
+  m.def("scaled_add(Tensor x, Tensor y, float alpha) -> Tensor");
+  m.def("scaled_add_backward(Tensor grad, float alpha) -> (Tensor, Tensor)");
+  m.def("linear(Tensor x, Tensor w, Tensor? b) -> Tensor");
+  m.def("linear_gelu(Tensor x, Tensor w, Tensor? b) -> Tensor");
+  m.def("linear_gelu_forward(Tensor x, Tensor w, Tensor? b) -> (Tensor, Tensor)");
+  m.def("linear_backward(Tensor grad, Tensor x, Tensor w, bool has_bias) -> (Tensor, Tensor, Tensor)");
+  m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor");
+  m.def("cross_entropy_forward(Tensor logits, Tensor target) -> (Tensor, Tensor)");
+  m.def("cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse) -> Tensor");
 }
 
 namespace kiln::ops {
 namespace {
 
+using Tensor = at::Tensor;
+using OptTensor = std::optional<at::Tensor>;
+using Tensor2 = std::tuple<at::Tensor, at::Tensor>;
+using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+// The typed handle of kiln::<name>, looked up once per call site.
 template <typename Signature>
 c10::TypedOperatorHandle<Signature> op_handle(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
+#define KILN_CALL(NAME, SIGNATURE, ...)                                          \
+  static const auto op = op_handle<SIGNATURE>("kiln::" #NAME);                  \
+  return op.call(__VA_ARGS__)
+
 }  // namespace
 
-at::Tensor relu(const at::Tensor& x) {
-  static const auto op = op_handle<at::Tensor(const at::Tensor&)>("kiln::relu");
-  return op.call(x);
+Tensor relu(const Tensor& x) { KILN_CALL(relu, Tensor(const Tensor&), x); }
+Tensor relu_backward(const Tensor& grad, const Tensor& y) {
+  KILN_CALL(relu_backward, Tensor(const Tensor&, const Tensor&), grad, y);
 }
 
-at::Tensor relu_backward(const at::Tensor& grad, const at::Tensor& y) {
-  static const auto op =
-      op_handle<at::Tensor(const at::Tensor&, const at::Tensor&)>("kiln::relu_backward");
-  return op.call(grad, y);
+Tensor sigmoid(const Tensor& x, double beta, std::optional<double> grad_clip) {
+  KILN_CALL(sigmoid, Tensor(const Tensor&, double, std::optional<double>), x, beta, grad_clip);
 }
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& s, double beta,
+                        std::optional<double> grad_clip) {
+  KILN_CALL(sigmoid_backward, Tensor(const Tensor&, const Tensor&, double, std::optional<double>),
+            grad, s, beta, grad_clip);
+}
+
+Tensor gelu(const Tensor& x) { KILN_CALL(gelu, Tensor(const Tensor&), x); }
+Tensor gelu_backward(const Tensor& grad, const Tensor& x) {
+  KILN_CALL(gelu_backward, Tensor(const Tensor&, const Tensor&), grad, x);
+}
+
+Tensor bias_gelu(const Tensor& x, const Tensor& b) {
+  KILN_CALL(bias_gelu, Tensor(const Tensor&, const Tensor&), x, b);
+}
+Tensor2 bias_gelu_backward(const Tensor& grad, const Tensor& x, const Tensor& b) {
+  KILN_CALL(bias_gelu_backward, Tensor2(const Tensor&, const Tensor&, const Tensor&), grad, x, b);
+}
+
+Tensor scaled_add(const Tensor& x, const Tensor& y, double alpha) {
+  KILN_CALL(scaled_add, Tensor(const Tensor&, const Tensor&, double), x, y, alpha);
+}
+Tensor2 scaled_add_backward(const Tensor& grad, double alpha) {
+  KILN_CALL(scaled_add_backward, Tensor2(const Tensor&, double), grad, alpha);
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const OptTensor& b) {
+  KILN_CALL(linear, Tensor(const Tensor&, const Tensor&, const OptTensor&), x, w, b);
+}
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const OptTensor& b) {
+  KILN_CALL(linear_gelu, Tensor(const Tensor&, const Tensor&, const OptTensor&), x, w, b);
+}
+Tensor2 linear_gelu_forward(const Tensor& x, const Tensor& w, const OptTensor& b) {
+  KILN_CALL(linear_gelu_forward, Tensor2(const Tensor&, const Tensor&, const OptTensor&), x, w, b);
+}
+Tensor3 linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w, bool has_bias) {
+  KILN_CALL(linear_backward, Tensor3(const Tensor&, const Tensor&, const Tensor&, bool), grad, x, w,
+            has_bias);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  KILN_CALL(cross_entropy, Tensor(const Tensor&, const Tensor&), logits, target);
+}
+Tensor2 cross_entropy_forward(const Tensor& logits, const Tensor& target) {
+  KILN_CALL(cross_entropy_forward, Tensor2(const Tensor&, const Tensor&), logits, target);
+}
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
+                              const Tensor& lse) {
+  KILN_CALL(cross_entropy_backward,
+            Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&), grad, logits,
+            target, lse);
+}
+
+#undef KILN_CALL
 
 bool built_with_cuda() {
 #if defined(KILN_WITH_CUDA)

@@ -1,16 +1,66 @@
 // kiln's op library as a C++ API: each function calls the registered op through
-// the dispatcher, so the device picks the kernel and autograd records it.
+// the dispatcher, so the device picks the kernel, autograd records it and
+// autocast applies the op's policy (docs/ops.md).
 #pragma once
 #include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <tuple>
 
 namespace kiln::ops {
 
 /// y = max(x, 0), differentiable twice. Example: auto y = kiln::ops::relu(x);
 at::Tensor relu(const at::Tensor& x);
-
 /// The gradient of relu given its output: grad where y > 0, else 0.
-/// Example: auto gx = kiln::ops::relu_backward(grad_y, y);
 at::Tensor relu_backward(const at::Tensor& grad, const at::Tensor& y);
+
+/// s = 1 / (1 + exp(−beta·x)); backward beta·s·(1−s)·grad with the local derivative
+/// clamped to ±grad_clip when given; differentiable twice.
+/// Example: auto s = kiln::ops::sigmoid(x, 2.0, 0.5);
+at::Tensor sigmoid(const at::Tensor& x, double beta = 1.0,
+                   std::optional<double> grad_clip = std::nullopt);
+/// The gradient of sigmoid given its output s.
+at::Tensor sigmoid_backward(const at::Tensor& grad, const at::Tensor& s, double beta,
+                            std::optional<double> grad_clip);
+
+/// GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); differentiable twice.
+/// Example: auto y = kiln::ops::gelu(x);
+at::Tensor gelu(const at::Tensor& x);
+/// The exact derivative of the tanh form, times grad.
+at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x);
+
+/// gelu(x + b) in one pass; x: (…, N), b: (N). Example: auto y = kiln::ops::bias_gelu(x, b);
+at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& b);
+/// (dx, db) of bias_gelu; db is reduced over every leading dimension in the same pass.
+std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, const at::Tensor& x,
+                                                      const at::Tensor& b);
+
+/// alpha·x + y, x and y of one shape and dtype. Example: auto z = kiln::ops::scaled_add(x, y, 2.0);
+at::Tensor scaled_add(const at::Tensor& x, const at::Tensor& y, double alpha);
+/// (alpha·grad, grad), the gradients of scaled_add for x and y.
+std::tuple<at::Tensor, at::Tensor> scaled_add_backward(const at::Tensor& grad, double alpha);
+
+/// x·wᵀ + b; x: (B, K), w: (N, K), b: (N) or none. Example: auto y = kiln::ops::linear(x, w, b);
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
+/// gelu(x·wᵀ + b) with the GELU fused into the matrix multiply on CUDA.
+at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
+/// (gelu(z), z) with z = x·wᵀ + b: the forward of linear_gelu, keeping z for backward.
+std::tuple<at::Tensor, at::Tensor> linear_gelu_forward(const at::Tensor& x, const at::Tensor& w,
+                                                       const std::optional<at::Tensor>& b);
+/// (dx, dw, db) of x·wᵀ + b for the output gradient grad; db undefined when !has_bias.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor& grad,
+                                                               const at::Tensor& x,
+                                                               const at::Tensor& w, bool has_bias);
+
+/// Mean over rows of −log softmax(logits)[target]; logits: (B, C), target: (B) int64.
+/// Example: auto loss = kiln::ops::cross_entropy(logits, target);
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target);
+/// (loss, lse): the mean loss and each row's log-sum-exp (B), kept for backward.
+std::tuple<at::Tensor, at::Tensor> cross_entropy_forward(const at::Tensor& logits,
+                                                         const at::Tensor& target);
+/// grad·(softmax(logits) − onehot(target))/B, from the saved log-sum-exp.
+at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits,
+                                  const at::Tensor& target, const at::Tensor& lse);
 
 /// True when the CUDA kernels were compiled into this build.
 bool built_with_cuda();

@@ -1,6 +1,7 @@
 // kiln::relu: forward against ATen for every dtype and every CPU capability
 // build, gradients against central differences (first and second order),
 // CUDA against CPU, non-contiguous inputs and bad input.
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include "ops/cpu_capability.h"
@@ -133,4 +134,17 @@ TEST_CASE("relu on CUDA matches CPU for every dtype", "[ops][relu][cuda]") {
     const auto x = sample(1001, dtype).cuda().narrow(0, 1, 999);
     KILN_REQUIRE_CLOSE(kiln::ops::relu(x).cpu(), at::relu(x.cpu()), 0.0, 0.0);
   }
+}
+
+TEST_CASE("under CPU autocast relu keeps its input's dtype", "[ops][relu][autocast]") {
+  const auto x = at::randn({8, 8});
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  const auto y = kiln::ops::relu(x);
+  const auto yb = kiln::ops::relu(x.to(at::kBFloat16));
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  REQUIRE(y.scalar_type() == at::kFloat);
+  REQUIRE(yb.scalar_type() == at::kBFloat16);
+  KILN_REQUIRE_CLOSE(y, at::relu(x), 0.0, 0.0);
 }

@@ -1,9 +1,11 @@
-// Autograd for kiln::relu: a torch::autograd::Function that saves only the
-// output and calls the relu_backward op, which is itself differentiable, so
-// gradients of gradients (create_graph) work.
+// Autograd and autocast for kiln::relu: a torch::autograd::Function that saves
+// only the output and calls the relu_backward op, which is itself differentiable,
+// so gradients of gradients (create_graph) work; under autocast relu keeps its
+// input's dtype.
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "../autocast.h"
 #include "../ops.h"
 
 namespace kiln::ops {
@@ -53,5 +55,7 @@ TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
   m.impl("relu", relu_autograd);
   m.impl("relu_backward", relu_backward_autograd);
 }
+
+KILN_AUTOCAST_KEEP_DTYPE("relu", kiln::ops::relu)
 
 }  // namespace kiln::ops

@@ -1,0 +1,12 @@
+// relu against at::relu (forward) and at::threshold_backward (backward).
+#include "cases.h"
+#include "ops/ops.h"
+
+KILN_BENCH_CASES(relu) {
+  const auto x = at::randn({n}, options), g = at::randn({n}, options);
+  const auto y = at::relu(x);
+  return {
+      {"relu", "fwd", [=] { kiln::ops::relu(x); }, [=] { at::relu(x); }},
+      {"relu", "bwd", [=] { kiln::ops::relu_backward(g, y); }, [=] { at::threshold_backward(g, y, 0); }},
+  };
+}
