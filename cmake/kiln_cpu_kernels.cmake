@@ -23,10 +23,10 @@ function(kiln_add_cpu_kernels target)
       target_compile_options(${obj} PRIVATE -mavx2 -mfma -mf16c)
     elseif(cap STREQUAL "avx512")
       target_compile_definitions(${obj} PRIVATE CPU_CAPABILITY=AVX512 CPU_CAPABILITY_AVX512)
-      # -Wno-maybe-uninitialized: GCC 12 warns inside its own avx512fintrin.h
+      # -Wno-(maybe-)uninitialized: GCC 12 warns inside its own avx512fintrin.h
       # (_mm512_undefined_ps), a known false positive.
       target_compile_options(${obj} PRIVATE -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
-                             -Wno-maybe-uninitialized)
+                             -Wno-maybe-uninitialized -Wno-uninitialized)
     endif()
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
   endforeach()

@@ -1,5 +1,6 @@
 // Vectorised CPU relu on raw pointers; compiled once per CPU capability
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
+#include "../cpu_dtype.h"
 #include "relu_kernel.h"
 
 #include <ATen/cpu/vec/functional.h>
@@ -23,16 +24,6 @@ void backward(const T* grad, const T* y, T* grad_x, int64_t n) {
         return V::blendv(V(0), g, out > V(0));
       },
       grad_x, grad, y, n);
-}
-
-template <typename F>
-void by_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat: return f(float{});
-    case DType::kDouble: return f(double{});
-    case DType::kHalf: return f(c10::Half{});
-    case DType::kBFloat16: return f(c10::BFloat16{});
-  }
 }
 
 }  // namespace

@@ -1,0 +1,12 @@
+// gelu against ATen's tanh GELU, forward (at::gelu) and backward (at::gelu_backward).
+#include "cases.h"
+#include "ops/ops.h"
+
+KILN_BENCH_CASES(gelu) {
+  const auto x = at::randn({n}, options) * 3, g = at::randn({n}, options);
+  return {
+      {"gelu", "fwd", [=] { kiln::ops::gelu(x); }, [=] { at::gelu(x, "tanh"); }},
+      {"gelu", "bwd", [=] { kiln::ops::gelu_backward(g, x); },
+       [=] { at::gelu_backward(g, x, "tanh"); }},
+  };
+}

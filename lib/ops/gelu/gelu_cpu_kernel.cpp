@@ -1,0 +1,41 @@
+// Vectorised CPU gelu on raw pointers; compiled once per CPU capability.
+#include <ATen/OpMathType.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include "../cpu_dtype.h"
+#include "gelu_kernel.h"
+#include "gelu_math.h"
+
+namespace kiln::ops::cpu::KILN_CPU_NS {
+namespace {
+
+// Sleef's exp (1 ULP) on whole vectors, its argument capped (gelu_math::kExpCap).
+constexpr auto kExp = [](auto v) {
+  return at::vec::minimum(v, decltype(v)(gelu_math::kExpCap)).exp();
+};
+
+// The lambdas take vectors of the opmath type (float for half and bfloat16), so
+// at::vec::map converts through float instead of rounding every intermediate.
+template <typename T>
+using OpVec = at::vec::Vectorized<at::opmath_type<T>>;
+
+}  // namespace
+
+void gelu_forward(DType dtype, const void* x, void* y, int64_t n) {
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    at::vec::map([](OpVec<T> v) { return gelu_math::forward(v, kExp); }, static_cast<T*>(y),
+                 static_cast<const T*>(x), n);
+  });
+}
+
+void gelu_backward(DType dtype, const void* grad, const void* x, void* grad_x, int64_t n) {
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    at::vec::map2([](OpVec<T> g, OpVec<T> v) { return g * gelu_math::derivative(v, kExp); },
+                  static_cast<T*>(grad_x), static_cast<const T*>(grad), static_cast<const T*>(x), n);
+  });
+}
+
+}  // namespace kiln::ops::cpu::KILN_CPU_NS

@@ -1,0 +1,144 @@
+// kiln::gelu: forward against ATen's tanh GELU (and within 1e-6 relative of the
+// float64 truth in float), gradients and gradients of gradients against central
+// differences, CUDA against CPU, non-contiguous inputs, bad input, autocast.
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "ops/ops.h"
+#include "support.h"
+
+using kiln::test::gradcheck;
+using kiln::test::kFloatingDtypes;
+using kiln::test::tolerance_for;
+
+namespace {
+
+// Values across the whole useful range, with the saturated tails and exact zero.
+at::Tensor sample(int64_t n, at::ScalarType dtype) {
+  auto x = at::randn({n}, at::kDouble) * 3;
+  if (n > 4) x.narrow(0, 0, 4).copy_(at::tensor({0.0, -12.0, 12.0, -30.0}, at::kDouble));
+  return x.to(dtype);
+}
+
+at::Tensor reference(const at::Tensor& x) { return at::gelu(x.to(at::kDouble), "tanh"); }
+
+}  // namespace
+
+TEST_CASE("gelu forward matches ATen's tanh GELU for every dtype", "[ops][gelu]") {
+  for (const auto dtype : kFloatingDtypes) {
+    for (const int64_t n : {0, 1, 15, 1000, 70001}) {
+      INFO("dtype " << dtype << ", n " << n);
+      const auto x = sample(n, dtype);
+      const auto y = kiln::ops::gelu(x);
+      REQUIRE(y.scalar_type() == dtype);
+      const auto tol = tolerance_for(dtype);
+      KILN_REQUIRE_CLOSE(y, reference(x), tol.rtol, tol.atol);
+    }
+  }
+}
+
+TEST_CASE("gelu in float stays within 1e-6 relative error of float64", "[ops][gelu]") {
+  // kiln evaluates the tanh form as x / (1 + exp(−2u)) with one exp and one
+  // division. The float64 truth uses the same identity, because the tanh form
+  // itself cancels in the negative tail even in float64. Bound: 1e-6 relative,
+  // with an absolute floor of 1e-9 (float resolution of outputs near 0; the
+  // derivative crosses 0 at x ≈ −0.75, where only 1e-7 absolute is meaningful).
+  const auto x = at::cat({at::linspace(-9, 9, 200001, at::kFloat), at::randn({100000}) * 4});
+  const auto xd = x.to(at::kDouble);
+  constexpr double k = 0.7978845608028654, c = 0.044715;
+  const auto two_u = 2 * k * xd * (1 + c * xd * xd);
+  const auto s = 1 / (1 + at::exp(-two_u));
+  const auto truth = xd * s;
+  const auto dtruth = s + xd * (2 * k * (1 + 3 * c * xd * xd)) * s * (1 - s);
+  KILN_REQUIRE_CLOSE(kiln::ops::gelu(x), truth, 1e-6, 1e-9);
+  KILN_REQUIRE_CLOSE(kiln::ops::gelu_backward(at::ones_like(x), x), dtruth, 1e-6, 1e-7);
+  // ATen's own float tanh GELU is further off on the same points (it cancels in the tail).
+  const auto aten_err = (at::gelu(x, "tanh").to(at::kDouble) - truth).abs() - 1e-6 * truth.abs();
+  REQUIRE(aten_err.max().item<double>() > 1e-9);
+}
+
+TEST_CASE("gelu backward matches ATen's and central differences", "[ops][gelu]") {
+  for (const auto dtype : kFloatingDtypes) {
+    INFO("dtype " << dtype);
+    const auto x = sample(4097, dtype);
+    const auto g = at::randn({4097}).to(dtype);
+    const auto tol = tolerance_for(dtype);
+    KILN_REQUIRE_CLOSE(kiln::ops::gelu_backward(g, x),
+                       at::gelu_backward(g.to(at::kDouble), x.to(at::kDouble), "tanh"), tol.rtol,
+                       tol.atol);
+  }
+  const auto c = gradcheck([](const at::Tensor& t) { return kiln::ops::gelu(t); },
+                           at::randn({5, 7}, at::kDouble) * 2);
+  INFO(c.report);
+  REQUIRE(c.ok);
+}
+
+TEST_CASE("gelu is differentiable twice", "[ops][gelu]") {
+  const auto x0 = at::randn({4, 6}, at::kDouble) * 2;
+  const auto w = at::randn({4, 6}, at::kDouble);
+  // d/dx <gelu'(x), w>: through gelu_backward's own backward.
+  const auto first = [&](const at::Tensor& x) {
+    // Analytic pass: x requires grad and stays in the graph; numeric pass: a fresh leaf.
+    const auto xr = x.requires_grad() ? x : x.detach().requires_grad_(true);
+    return torch::autograd::grad({kiln::ops::gelu(xr)}, {xr}, {w}, true, true)[0];
+  };
+  const auto c = gradcheck(first, x0, 1e-6, 1e-5, 1e-6);
+  INFO(c.report);
+  REQUIRE(c.ok);
+  // And against ATen's own double backward of the tanh GELU.
+  const auto x = x0.clone().requires_grad_(true);
+  const auto gx = torch::autograd::grad({kiln::ops::gelu(x)}, {x}, {w}, true, true)[0];
+  const auto ggx = torch::autograd::grad({gx.sum()}, {x})[0];
+  const auto xa = x0.clone().requires_grad_(true);
+  const auto gxa = torch::autograd::grad({at::gelu(xa, "tanh")}, {xa}, {w}, true, true)[0];
+  const auto ggxa = torch::autograd::grad({gxa.sum()}, {xa})[0];
+  KILN_REQUIRE_CLOSE(ggx, ggxa, 1e-10, 1e-12);
+}
+
+TEST_CASE("gelu is correct on non-contiguous inputs", "[ops][gelu]") {
+  const auto base = at::randn({64, 48});
+  for (const auto& x : {base.t(), base.slice(1, 0, 48, 3)}) {
+    KILN_REQUIRE_CLOSE(kiln::ops::gelu(x), reference(x), 1e-5, 1e-6);
+    const auto g = at::randn_like(x).t().contiguous().t();
+    KILN_REQUIRE_CLOSE(kiln::ops::gelu_backward(g, x),
+                       at::gelu_backward(g.to(at::kDouble), x.to(at::kDouble), "tanh"), 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("gelu rejects bad input with a message naming the argument", "[ops][gelu]") {
+  REQUIRE_THROWS_WITH(kiln::ops::gelu(at::ones({2}, at::kLong)),
+                      Catch::Contains("kiln::gelu: x: expected a floating-point tensor") &&
+                          Catch::Contains("Long"));
+  REQUIRE_THROWS_WITH(kiln::ops::gelu_backward(at::ones({2, 3}), at::ones({3, 2})),
+                      Catch::Contains("kiln::gelu_backward: x: expected shape [2, 3]"));
+}
+
+TEST_CASE("under CPU autocast gelu keeps its input's dtype", "[ops][gelu][autocast]") {
+  const auto x = at::randn({16});
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  const auto y = kiln::ops::gelu(x);
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  REQUIRE(y.scalar_type() == at::kFloat);
+}
+
+TEST_CASE("gelu on CUDA matches CPU for every dtype", "[ops][gelu][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  for (const auto dtype : kFloatingDtypes) {
+    INFO("dtype " << dtype);
+    const auto x = sample(100003, dtype);
+    const auto g = at::randn({100003}).to(dtype);
+    kiln::test::require_cuda_matches_cpu(
+        [](const std::vector<at::Tensor>& in) {
+          return std::vector<at::Tensor>{kiln::ops::gelu(in[0]), kiln::ops::gelu_backward(in[1], in[0])};
+        },
+        {x, g}, tolerance_for(dtype));
+    // An unaligned view takes the scalar path.
+    kiln::test::require_cuda_matches_cpu(
+        [](const std::vector<at::Tensor>& in) {
+          return std::vector<at::Tensor>{kiln::ops::gelu(in[0].narrow(0, 1, 999))};
+        },
+        {x}, tolerance_for(dtype));
+  }
+}
