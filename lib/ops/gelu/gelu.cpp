@@ -12,15 +12,14 @@
 #include "../autocast.h"
 #include "../ops.h"
 #include "gelu_math.h"
+#include "gelu_second_derivative.h"
 
 namespace kiln::ops {
-namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+namespace detail {
 
 // gelu''(x) = s(1−s)·(4u' + 2x·u'' + 4x·u'²·(1−2s)), s = σ(2u), u' = k(1 + 3c·x²),
-// u'' = 6kc·x: the derivative of gelu_math::derivative, in plain (differentiable) ATen.
+// u'' = 6kc·x: the derivative of gelu_math::derivative.
 at::Tensor gelu_second_derivative(const at::Tensor& x) {
   constexpr double k = gelu_math::kSqrt2OverPi, c = gelu_math::kCoeff;
   const auto x2 = x * x;
@@ -29,6 +28,13 @@ at::Tensor gelu_second_derivative(const at::Tensor& x) {
   const auto s = at::sigmoid((2 * k) * x * (1 + c * x2));
   return s * (1 - s) * (4 * du + 2 * x * d2u + 4 * x * du * du * (1 - 2 * s));
 }
+
+}  // namespace detail
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
 
 class GeluBackwardFunction : public torch::autograd::Function<GeluBackwardFunction> {
  public:
@@ -42,7 +48,7 @@ class GeluBackwardFunction : public torch::autograd::Function<GeluBackwardFuncti
     const auto& grad = saved[0];
     const auto& x = saved[1];
     const auto& gg = grad_outputs[0];
-    return {kiln::ops::gelu_backward(gg, x), gg * grad * gelu_second_derivative(x)};
+    return {kiln::ops::gelu_backward(gg, x), gg * grad * detail::gelu_second_derivative(x)};
   }
 };
 

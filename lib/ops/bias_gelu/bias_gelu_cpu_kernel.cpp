@@ -1,0 +1,107 @@
+// Vectorised CPU bias_gelu on raw pointers, one row at a time; compiled once per
+// CPU capability. Half types are converted a row at a time to float buffers, so
+// every intermediate (and the db sums) stays in float.
+#include <ATen/OpMathType.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <vector>
+
+#include "../cpu_dtype.h"
+#include "../gelu/gelu_math.h"
+#include "bias_gelu_kernel.h"
+
+namespace kiln::ops::cpu::KILN_CPU_NS {
+namespace {
+
+constexpr auto kExp = [](auto v) {
+  return at::vec::minimum(v, decltype(v)(gelu_math::kExpCap)).exp();
+};
+
+// y = gelu(x + b) over one row of n opmath values.
+template <typename A>
+void forward_row(const A* x, const A* b, A* y, int64_t n) {
+  using V = at::vec::Vectorized<A>;
+  int64_t j = 0;
+  for (; j + V::size() <= n; j += V::size())
+    gelu_math::forward(V::loadu(x + j) + V::loadu(b + j), kExp).store(y + j);
+  if (j < n) {
+    const int64_t r = n - j;
+    gelu_math::forward(V::loadu(x + j, r) + V::loadu(b + j, r), kExp).store(y + j, r);
+  }
+}
+
+// dx = g·gelu'(x + b); db += dx, over one row.
+template <typename A>
+void backward_row(const A* g, const A* x, const A* b, A* dx, A* db, int64_t n) {
+  using V = at::vec::Vectorized<A>;
+  int64_t j = 0;
+  for (; j + V::size() <= n; j += V::size()) {
+    const V d = V::loadu(g + j) * gelu_math::derivative(V::loadu(x + j) + V::loadu(b + j), kExp);
+    d.store(dx + j);
+    (V::loadu(db + j) + d).store(db + j);
+  }
+  if (j < n) {
+    const int64_t r = n - j;
+    const V d = V::loadu(g + j, r) * gelu_math::derivative(V::loadu(x + j, r) + V::loadu(b + j, r), kExp);
+    d.store(dx + j, r);
+    (V::loadu(db + j, r) + d).store(db + j, r);
+  }
+}
+
+// A row of T as opmath values: the row itself when T is its own opmath type,
+// else converted into `buffer`.
+template <typename T, typename A = at::opmath_type<T>>
+const A* as_opmath(const T* row, std::vector<A>& buffer, int64_t n) {
+  if constexpr (std::is_same_v<T, A>) {
+    return row;
+  } else {
+    at::vec::convert(row, buffer.data(), n);
+    return buffer.data();
+  }
+}
+
+}  // namespace
+
+void bias_gelu_forward(DType dtype, const void* x, const void* b, void* y, int64_t rows, int64_t n) {
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    using A = at::opmath_type<T>;
+    std::vector<A> xb(std::is_same_v<T, A> ? 0 : n), bb(xb.size()), yb(xb.size());
+    const A* bv = as_opmath(static_cast<const T*>(b), bb, n);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = static_cast<const T*>(x) + r * n;
+      T* yr = static_cast<T*>(y) + r * n;
+      if constexpr (std::is_same_v<T, A>) {
+        forward_row(xr, bv, yr, n);
+      } else {
+        forward_row(as_opmath(xr, xb, n), bv, yb.data(), n);
+        at::vec::convert(yb.data(), yr, n);
+      }
+    }
+  });
+}
+
+void bias_gelu_backward(DType dtype, const void* grad, const void* x, const void* b, void* dx,
+                        void* db_acc, int64_t rows, int64_t n) {
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    using A = at::opmath_type<T>;
+    std::vector<A> gb(std::is_same_v<T, A> ? 0 : n), xb(gb.size()), bb(gb.size()), db(gb.size());
+    const A* bv = as_opmath(static_cast<const T*>(b), bb, n);
+    A* acc = static_cast<A*>(db_acc);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* gr = static_cast<const T*>(grad) + r * n;
+      const T* xr = static_cast<const T*>(x) + r * n;
+      T* dxr = static_cast<T*>(dx) + r * n;
+      if constexpr (std::is_same_v<T, A>) {
+        backward_row(gr, xr, bv, dxr, acc, n);
+      } else {
+        backward_row(as_opmath(gr, gb, n), as_opmath(xr, xb, n), bv, db.data(), acc, n);
+        at::vec::convert(db.data(), dxr, n);
+      }
+    }
+  });
+}
+
+}  // namespace kiln::ops::cpu::KILN_CPU_NS
