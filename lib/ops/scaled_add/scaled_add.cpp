@@ -1,0 +1,91 @@
+// Autograd and autocast for kiln::scaled_add: a torch::autograd::Function that
+// saves nothing (the gradients depend only on alpha) and calls the
+// scaled_add_backward op, itself differentiable; under autocast, inputs of two
+// floating dtypes are both cast to their promoted dtype, as ATen's add does.
+#include <ATen/ops/result_type.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include "../autocast.h"
+#include "../ops.h"
+
+namespace kiln::ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// scaled_add_backward(g) = (alpha·g, g) is linear in g: for incoming gradients
+// (gx, gy) its gradient is alpha·gx + gy, which is scaled_add again.
+class ScaledAddBackwardFunction : public torch::autograd::Function<ScaledAddBackwardFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& grad, double alpha) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->saved_data["alpha"] = alpha;
+    auto [gx, gy] = kiln::ops::scaled_add_backward(grad, alpha);
+    return {gx, gy};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const double alpha = ctx->saved_data["alpha"].toDouble();
+    const auto& ggx = grad_outputs[0];
+    const auto& ggy = grad_outputs[1];
+    at::Tensor d_grad;
+    if (ggx.defined() && ggy.defined()) d_grad = kiln::ops::scaled_add(ggx, ggy, alpha);
+    else if (ggx.defined()) d_grad = alpha * ggx;
+    else d_grad = ggy;
+    return {d_grad, at::Tensor()};
+  }
+};
+
+class ScaledAddFunction : public torch::autograd::Function<ScaledAddFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
+                            double alpha) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->saved_data["alpha"] = alpha;
+    return kiln::ops::scaled_add(x, y, alpha);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const double alpha = ctx->saved_data["alpha"].toDouble();
+    auto [gx, gy] = kiln::ops::scaled_add_backward(grad_outputs[0], alpha);
+    return {gx, gy, at::Tensor()};
+  }
+};
+
+at::Tensor scaled_add_autograd(const at::Tensor& x, const at::Tensor& y, double alpha) {
+  return ScaledAddFunction::apply(x, y, alpha);
+}
+
+std::tuple<at::Tensor, at::Tensor> scaled_add_backward_autograd(const at::Tensor& grad,
+                                                                double alpha) {
+  auto g = ScaledAddBackwardFunction::apply(grad, alpha);
+  return {g[0], g[1]};
+}
+
+// Autocast policy "promote": two floating dtypes (say float32 x and bfloat16 y)
+// both go to at::result_type(x, y); one dtype runs as it is. Outside autocast a
+// mismatch stays an error of the backend kernels.
+template <c10::DeviceType D>
+at::Tensor scaled_add_autocast(const at::Tensor& x, const at::Tensor& y, double alpha) {
+  const autocast::Below<D> below;
+  if (!x.defined() || !y.defined() || x.scalar_type() == y.scalar_type())
+    return kiln::ops::scaled_add(x, y, alpha);
+  const auto dtype = at::result_type(x, y);
+  return kiln::ops::scaled_add(autocast::cast<D>(x, dtype), autocast::cast<D>(y, dtype), alpha);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
+  m.impl("scaled_add", scaled_add_autograd);
+  m.impl("scaled_add_backward", scaled_add_backward_autograd);
+}
+
+TORCH_LIBRARY_IMPL(kiln, AutocastCPU, m) {
+  m.impl("scaled_add", &scaled_add_autocast<c10::DeviceType::CPU>);
+}
+TORCH_LIBRARY_IMPL(kiln, AutocastCUDA, m) {
+  m.impl("scaled_add", &scaled_add_autocast<c10::DeviceType::CUDA>);
+}
+
+}  // namespace kiln::ops

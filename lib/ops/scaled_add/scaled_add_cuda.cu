@@ -1,0 +1,46 @@
+// CUDA scaled_add: the device maths and its launchers on raw pointers and a stream
+// (the Tensor side lives in scaled_add_cuda.cpp, so this file sees no ATen).
+#include "../cuda_support.cuh"
+#include "scaled_add_kernel.h"
+
+namespace kiln::ops::cuda {
+namespace {
+
+// alpha·x + y in opmath, rounded once.
+template <typename T>
+struct ScaledAdd {
+  opmath_t<T> alpha;
+  __device__ T operator()(T x, T y) const {
+    using A = opmath_t<T>;
+    return static_cast<T>(alpha * static_cast<A>(x) + static_cast<A>(y));
+  }
+};
+
+// alpha·grad in opmath.
+template <typename T>
+struct Scale {
+  opmath_t<T> alpha;
+  __device__ T operator()(T g) const { return static_cast<T>(alpha * static_cast<opmath_t<T>>(g)); }
+};
+
+}  // namespace
+
+void scaled_add_forward(DType dtype, const void* x, const void* y, void* out, int64_t n,
+                        double alpha, CUstream_st* stream) {
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    launch_map2(ScaledAdd<T>{static_cast<opmath_t<T>>(alpha)}, static_cast<const T*>(x),
+                static_cast<const T*>(y), static_cast<T*>(out), n, stream);
+  });
+}
+
+void scaled_add_scale(DType dtype, const void* grad, void* out, int64_t n, double alpha,
+                      CUstream_st* stream) {
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    launch_map1(Scale<T>{static_cast<opmath_t<T>>(alpha)}, static_cast<const T*>(grad),
+                static_cast<T*>(out), n, stream);
+  });
+}
+
+}  // namespace kiln::ops::cuda

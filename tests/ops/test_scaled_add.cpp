@@ -1,0 +1,166 @@
+// kiln::scaled_add: forward against ATen for every dtype, gradients against
+// central differences (first and second order), CUDA against CPU, non-contiguous
+// inputs, bad input, and the autocast promotion of mixed dtypes.
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "ops/ops.h"
+#include "support.h"
+
+using kiln::test::gradcheck;
+using kiln::test::kFloatingDtypes;
+using kiln::test::tolerance_for;
+
+namespace {
+
+// Sizes around the vector widths and the parallel grain, plus an empty one.
+const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001};
+const std::vector<double> kAlphas = {2.0, -0.37, 0.0};
+
+// alpha·x + y in float64 on the same (rounded) values.
+at::Tensor reference(const at::Tensor& x, const at::Tensor& y, double alpha) {
+  return alpha * x.to(at::kDouble) + y.to(at::kDouble);
+}
+
+}  // namespace
+
+TEST_CASE("scaled_add forward matches alpha·x + y for every dtype", "[ops][scaled_add]") {
+  for (const auto dtype : kFloatingDtypes) {
+    const auto tol = tolerance_for(dtype);
+    for (const double alpha : kAlphas) {
+      for (const int64_t n : kSizes) {
+        INFO("dtype " << dtype << ", alpha " << alpha << ", n " << n);
+        const auto x = at::randn({n}).to(dtype), y = at::randn({n}).to(dtype);
+        const auto z = kiln::ops::scaled_add(x, y, alpha);
+        REQUIRE(z.scalar_type() == dtype);
+        KILN_REQUIRE_CLOSE(z, reference(x, y, alpha), tol.rtol, tol.atol);
+      }
+    }
+  }
+  // The documents' input1 + input2·2.
+  const auto a = at::randn({5, 3}), b = at::randn({5, 3});
+  KILN_REQUIRE_CLOSE(kiln::ops::scaled_add(b, a, 2.0), a + b * 2, 1e-6, 1e-6);
+}
+
+TEST_CASE("scaled_add_backward is (alpha·grad, grad) for every dtype", "[ops][scaled_add]") {
+  for (const auto dtype : kFloatingDtypes) {
+    INFO("dtype " << dtype);
+    const auto tol = tolerance_for(dtype);
+    const auto g = at::randn({70001}).to(dtype);
+    const auto [gx, gy] = kiln::ops::scaled_add_backward(g, -1.25);
+    REQUIRE(gx.scalar_type() == dtype);
+    KILN_REQUIRE_CLOSE(gx, -1.25 * g.to(at::kDouble), tol.rtol, tol.atol);
+    KILN_REQUIRE_CLOSE(gy, g, 0.0, 0.0);
+  }
+}
+
+TEST_CASE("scaled_add gradients match central differences", "[ops][scaled_add]") {
+  const auto x = at::randn({4, 9}, at::kDouble), y = at::randn({4, 9}, at::kDouble);
+  for (const double alpha : kAlphas) {
+    INFO("alpha " << alpha);
+    auto c = gradcheck([&](const at::Tensor& t) { return kiln::ops::scaled_add(t, y, alpha); }, x);
+    INFO(c.report);
+    REQUIRE(c.ok);
+    c = gradcheck([&](const at::Tensor& t) { return kiln::ops::scaled_add(x, t, alpha); }, y);
+    INFO(c.report);
+    REQUIRE(c.ok);
+  }
+}
+
+TEST_CASE("scaled_add backward is differentiable (double backward)", "[ops][scaled_add]") {
+  const auto x = at::randn({3, 5}, at::kDouble).requires_grad_(true);
+  const auto y = at::randn({3, 5}, at::kDouble).requires_grad_(true);
+  const auto v = at::randn({3, 5}, at::kDouble);
+  // v ↦ d/dx <scaled_add(x, y), v> + 3·d/dy <…>: its gradient is alpha + 3.
+  const auto g = [&](const at::Tensor& vv) {
+    const auto z = kiln::ops::scaled_add(x, y, 1.5);
+    const auto gs = torch::autograd::grad({z}, {x, y}, {vv}, /*retain_graph=*/true,
+                                          /*create_graph=*/true);
+    return gs[0] + 3 * gs[1];
+  };
+  const auto c = gradcheck(g, v);
+  INFO(c.report);
+  REQUIRE(c.ok);
+}
+
+TEST_CASE("scaled_add is correct on non-contiguous inputs", "[ops][scaled_add]") {
+  const auto base = at::randn({64, 48});
+  const auto other = at::randn({48, 64}).t();  // transposed: (64, 48), non-contiguous
+  for (const auto& [x, y] : std::vector<std::pair<at::Tensor, at::Tensor>>{
+           {base.t(), other.t()},
+           {base.slice(1, 0, 48, 3), other.slice(1, 0, 48, 3)},
+           {base.narrow(0, 5, 20), other.narrow(0, 5, 20)}}) {
+    REQUIRE_FALSE((x.is_contiguous() && x.storage_offset() == 0));
+    const auto tol = tolerance_for(at::kFloat);
+    KILN_REQUIRE_CLOSE(kiln::ops::scaled_add(x, y, 0.5), reference(x, y, 0.5), tol.rtol, tol.atol);
+    const auto xg = x.clone().requires_grad_(true), yg = y.clone().requires_grad_(true);
+    const auto g = at::randn_like(x).t().contiguous().t();  // a transposed gradient
+    kiln::ops::scaled_add(xg, yg, 0.5).backward(g);
+    KILN_REQUIRE_CLOSE(xg.grad(), 0.5 * g, 0.0, 0.0);
+    KILN_REQUIRE_CLOSE(yg.grad(), g, 0.0, 0.0);
+  }
+}
+
+TEST_CASE("scaled_add rejects bad input with a message naming the argument",
+          "[ops][scaled_add]") {
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}, at::kInt), at::ones({3}, at::kInt), 1.0),
+                      Catch::Contains("kiln::scaled_add: x: expected a floating-point tensor") &&
+                          Catch::Contains("Int"));
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}), at::ones({4}), 1.0),
+                      Catch::Contains("kiln::scaled_add: y: expected shape [3] (the shape of x)") &&
+                          Catch::Contains("got [4]"));
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}), at::ones({3}, at::kBFloat16), 1.0),
+                      Catch::Contains("kiln::scaled_add: y: expected dtype Float (the dtype of x)") &&
+                          Catch::Contains("got BFloat16"));
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add_backward(at::ones({3}, at::kLong), 1.0),
+                      Catch::Contains("kiln::scaled_add_backward: grad: expected a floating-point"));
+  if (torch::cuda::is_available())
+    REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}), at::ones({3}).cuda(), 1.0),
+                        Catch::Contains("kiln::scaled_add: y: expected device cpu"));
+}
+
+TEST_CASE("scaled_add on CUDA matches CPU for every dtype", "[ops][scaled_add][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  for (const auto dtype : kFloatingDtypes) {
+    for (const int64_t n : kSizes) {
+      INFO("dtype " << dtype << ", n " << n);
+      const auto x = at::randn({n}).to(dtype), y = at::randn({n}).to(dtype);
+      kiln::test::require_cuda_matches_cpu(
+          [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+            const auto [gx, gy] = kiln::ops::scaled_add_backward(in[1], 0.75);
+            return {kiln::ops::scaled_add(in[0], in[1], -2.5), gx, gy};
+          },
+          {x, y}, tolerance_for(dtype));
+    }
+    // Unaligned views take the scalar path.
+    const auto x = at::randn({1001}).to(dtype), y = at::randn({1001}).to(dtype);
+    kiln::test::require_cuda_matches_cpu(
+        [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+          return {kiln::ops::scaled_add(in[0].narrow(0, 1, 999), in[1].narrow(0, 2, 999), 3.0)};
+        },
+        {x, y}, tolerance_for(dtype));
+  }
+}
+
+TEST_CASE("under CPU autocast scaled_add promotes mixed dtypes", "[ops][scaled_add][autocast]") {
+  const auto x = at::randn({8, 8});
+  const auto yb = at::randn({8, 8}).to(at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  const auto mixed = kiln::ops::scaled_add(x, yb, 2.0);                      // float + bf16
+  const auto mixed_rev = kiln::ops::scaled_add(yb, x, 2.0);                  // bf16 + float
+  const auto same = kiln::ops::scaled_add(yb, yb, 2.0);                      // stays bf16
+  const auto kept = kiln::ops::scaled_add(x, x, 2.0);                        // stays float
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  REQUIRE(mixed.scalar_type() == at::kFloat);
+  REQUIRE(mixed_rev.scalar_type() == at::kFloat);
+  REQUIRE(same.scalar_type() == at::kBFloat16);
+  REQUIRE(kept.scalar_type() == at::kFloat);
+  const auto tol = tolerance_for(at::kFloat);
+  KILN_REQUIRE_CLOSE(mixed, reference(x, yb, 2.0), tol.rtol, tol.atol);
+  KILN_REQUIRE_CLOSE(mixed_rev, reference(yb, x, 2.0), tol.rtol, tol.atol);
+  // Outside autocast the same call is an error.
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(x, yb, 2.0),
+                      Catch::Contains("kiln::scaled_add: y: expected dtype Float"));
+}
