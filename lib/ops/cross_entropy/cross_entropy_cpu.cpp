@@ -1,0 +1,73 @@
+// CPU kernels of kiln::cross_entropy_forward and kiln::cross_entropy_backward as
+// registered Tensor functions: check, make contiguous, allocate, split the rows
+// over threads, call the vectorised raw kernel built for this CPU.
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "../op_support.h"
+#include "cross_entropy_args.h"
+#include "cross_entropy_kernel.h"
+
+namespace kiln::ops {
+namespace {
+
+// Rows per task: about kElementwiseGrain elements.
+int64_t row_grain(int64_t classes) { return std::max<int64_t>(1, kElementwiseGrain / classes); }
+
+// Σ nll / B in double, in row order: the same loss for any thread count.
+template <typename A>
+double mean_of(const at::Tensor& nll) {
+  const auto* p = nll.const_data_ptr<A>();
+  double sum = 0.0;
+  for (int64_t i = 0; i < nll.numel(); ++i) sum += p[i];
+  return nll.numel() > 0 ? sum / static_cast<double>(nll.numel())
+                         : std::numeric_limits<double>::quiet_NaN();
+}
+
+std::tuple<at::Tensor, at::Tensor> cross_entropy_forward_cpu(const at::Tensor& logits,
+                                                             const at::Tensor& target) {
+  const auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
+  const auto acc = logits.options().dtype(cross_entropy_acc_dtype(logits));
+  auto lse = at::empty({a.rows}, acc), nll = at::empty({a.rows}, acc);
+  const auto dtype = kernel_dtype(a.logits);
+  const auto kernel = cpu::cross_entropy_forward_impl();
+  const auto* t = a.target.const_data_ptr<int64_t>();
+  at::parallel_for(0, a.rows, row_grain(a.classes), [&](int64_t begin, int64_t end) {
+    kernel(dtype, elem_ptr(a.logits, begin * a.classes), t + begin, elem_ptr(lse, begin),
+           elem_ptr(nll, begin), end - begin, a.classes);
+  });
+  const double mean = nll.scalar_type() == at::kDouble ? mean_of<double>(nll) : mean_of<float>(nll);
+  return {at::full({}, mean, logits.options()), lse};
+}
+
+at::Tensor cross_entropy_backward_cpu(const at::Tensor& grad, const at::Tensor& logits,
+                                      const at::Tensor& target, const at::Tensor& lse) {
+  const char* op = "kiln::cross_entropy_backward";
+  const auto a = cross_entropy_args(op, logits, target);
+  check_cross_entropy_backward(op, grad, lse, a);
+  auto out = at::empty_like(a.logits, at::MemoryFormat::Contiguous);
+  if (a.rows == 0) return out;
+  const auto lc = lse.contiguous();
+  const double scale = grad.item<double>() / static_cast<double>(a.rows);
+  const auto dtype = kernel_dtype(a.logits);
+  const auto kernel = cpu::cross_entropy_backward_impl();
+  const auto* t = a.target.const_data_ptr<int64_t>();
+  at::parallel_for(0, a.rows, row_grain(a.classes), [&](int64_t begin, int64_t end) {
+    kernel(dtype, elem_ptr(a.logits, begin * a.classes), t + begin, elem_ptr(lc, begin),
+           elem_ptr(out, begin * a.classes), end - begin, a.classes, scale);
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(kiln, CPU, m) {
+  m.impl("cross_entropy_forward", cross_entropy_forward_cpu);
+  m.impl("cross_entropy_backward", cross_entropy_backward_cpu);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,250 @@
+// kiln::cross_entropy: loss and log-sum-exp against ATen for every dtype (up to
+// 50,000 classes) and every CPU capability build, gradients against central
+// differences and ATen's autograd, CUDA against CPU, non-contiguous inputs, bad
+// input (a target out of range names its row), autocast and inference mode.
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "ops/cpu_capability.h"
+#include "ops/cross_entropy/cross_entropy_kernel.h"
+#include "ops/op_support.h"
+#include "ops/ops.h"
+#include "support.h"
+
+using kiln::test::gradcheck;
+using kiln::test::kFloatingDtypes;
+using kiln::test::tolerance_for;
+
+namespace {
+
+// (B, C): single elements, odd sizes around the vector widths and the tile,
+// the benchmark's C = 1000, and the largest vocabulary we support.
+const std::vector<std::pair<int64_t, int64_t>> kShapes = {
+    {1, 1}, {3, 5}, {7, 17}, {5, 257}, {64, 1000}, {4, 50000}};
+
+struct Sample {
+  at::Tensor logits, target;
+};
+Sample sample(int64_t rows, int64_t classes, at::ScalarType dtype, double spread = 3.0) {
+  return {(at::randn({rows, classes}) * spread).to(dtype), at::randint(0, classes, {rows}, at::kLong)};
+}
+
+// What ATen computes, in float64 on the same (rounded) logits.
+at::Tensor reference_loss(const Sample& s) {
+  return at::cross_entropy_loss(s.logits.to(at::kDouble), s.target);
+}
+at::Tensor reference_grad(const Sample& s, double g) {
+  const auto x = s.logits.to(at::kDouble).requires_grad_(true);
+  at::cross_entropy_loss(x, s.target).backward(torch::tensor(g, at::kDouble));
+  return x.grad();
+}
+// The lse the kernels keep: float32 for every dtype but float64.
+at::ScalarType lse_dtype(at::ScalarType dtype) { return dtype == at::kDouble ? at::kDouble : at::kFloat; }
+
+}  // namespace
+
+TEST_CASE("cross_entropy forward matches at::cross_entropy for every dtype",
+          "[ops][cross_entropy]") {
+  for (const auto dtype : kFloatingDtypes) {
+    const auto tol = tolerance_for(dtype);
+    for (const auto& [rows, classes] : kShapes) {
+      INFO("dtype " << dtype << ", B " << rows << ", C " << classes);
+      const auto s = sample(rows, classes, dtype);
+      const auto [loss, lse] = kiln::ops::cross_entropy_forward(s.logits, s.target);
+      REQUIRE(loss.scalar_type() == dtype);
+      REQUIRE(loss.dim() == 0);
+      REQUIRE(lse.scalar_type() == lse_dtype(dtype));
+      KILN_REQUIRE_CLOSE(loss, reference_loss(s), tol.rtol, tol.atol);
+      // lse is kept in float32 or float64 whatever the input: float32's tolerance.
+      const auto lse_tol = tolerance_for(lse_dtype(dtype));
+      KILN_REQUIRE_CLOSE(lse, at::logsumexp(s.logits.to(at::kDouble), 1), lse_tol.rtol, lse_tol.atol);
+      KILN_REQUIRE_CLOSE(kiln::ops::cross_entropy(s.logits, s.target), loss, 0.0, 0.0);
+    }
+  }
+}
+
+TEST_CASE("cross_entropy is stable for large logits and empty batches", "[ops][cross_entropy]") {
+  for (const auto dtype : {at::kFloat, at::kDouble}) {
+    INFO("dtype " << dtype);
+    const auto tol = tolerance_for(dtype);
+    const auto s = sample(16, 1000, dtype, /*spread=*/1e4);  // exp would overflow unshifted
+    KILN_REQUIRE_CLOSE(kiln::ops::cross_entropy(s.logits, s.target), reference_loss(s), tol.rtol,
+                       tol.atol);
+  }
+  // −inf logits (masked classes) contribute nothing.
+  auto x = at::randn({4, 40});
+  x.slice(1, 20, 40).fill_(-INFINITY);
+  const auto target = at::randint(0, 20, {4}, at::kLong);
+  KILN_REQUIRE_CLOSE(kiln::ops::cross_entropy(x, target),
+                     at::cross_entropy_loss(x.to(at::kDouble), target), 1e-5, 1e-5);
+  // The mean of no rows is NaN, as in ATen.
+  const auto empty = kiln::ops::cross_entropy(at::randn({0, 10}), at::zeros({0}, at::kLong));
+  REQUIRE(std::isnan(empty.item<double>()));
+}
+
+TEST_CASE("every compiled CPU capability gives the same cross entropy", "[ops][cross_entropy]") {
+  using namespace kiln::ops;
+  using Fn = decltype(&cpu::base::cross_entropy_forward);
+  std::vector<std::pair<std::string, Fn>> builds = {{"default", &cpu::base::cross_entropy_forward}};
+#if defined(KILN_HAVE_CPU_AVX2)
+  if (cpu_capability() >= CpuCapability::kAvx2)
+    builds.push_back({"avx2", &cpu::avx2::cross_entropy_forward});
+#endif
+#if defined(KILN_HAVE_CPU_AVX512)
+  if (cpu_capability() >= CpuCapability::kAvx512)
+    builds.push_back({"avx512", &cpu::avx512::cross_entropy_forward});
+#endif
+  for (const auto& [name, fn] : builds) {
+    for (const auto dtype : kFloatingDtypes) {
+      INFO("capability " << name << ", dtype " << dtype);
+      const auto s = sample(9, 1037, dtype);
+      auto lse = at::empty({9}, lse_dtype(dtype)), nll = at::empty({9}, lse_dtype(dtype));
+      fn(kernel_dtype(s.logits), s.logits.const_data_ptr(), s.target.const_data_ptr<int64_t>(),
+         lse.data_ptr(), nll.data_ptr(), 9, 1037);
+      const auto tol = tolerance_for(lse_dtype(dtype));
+      KILN_REQUIRE_CLOSE(lse, at::logsumexp(s.logits.to(at::kDouble), 1), tol.rtol, tol.atol);
+    }
+  }
+}
+
+TEST_CASE("cross_entropy gradient matches central differences", "[ops][cross_entropy]") {
+  const auto s = sample(4, 7, at::kDouble);
+  const auto c = gradcheck(
+      [&](const at::Tensor& x) { return kiln::ops::cross_entropy(x, s.target); }, s.logits);
+  INFO(c.report);
+  REQUIRE(c.ok);
+}
+
+TEST_CASE("cross_entropy backward matches ATen's autograd for every dtype",
+          "[ops][cross_entropy]") {
+  for (const auto dtype : kFloatingDtypes) {
+    const auto tol = tolerance_for(dtype);
+    for (const auto& [rows, classes] : kShapes) {
+      INFO("dtype " << dtype << ", B " << rows << ", C " << classes);
+      const auto s = sample(rows, classes, dtype);
+      const auto x = s.logits.clone().requires_grad_(true);
+      kiln::ops::cross_entropy(x, s.target).backward(torch::tensor(2.5).to(dtype));
+      REQUIRE(x.grad().scalar_type() == dtype);
+      KILN_REQUIRE_CLOSE(x.grad(), reference_grad(s, 2.5), tol.rtol, tol.atol);
+    }
+  }
+}
+
+TEST_CASE("cross_entropy is correct on non-contiguous inputs", "[ops][cross_entropy]") {
+  const auto base = at::randn({40, 30}) * 2;
+  const auto target_base = at::randint(0, 15, {80}, at::kLong);
+  // transposed (30, 40) logits, every other column (40, 15), a row range (20, 30);
+  // every other target.
+  for (const auto& x : {base.t(), base.slice(1, 0, 30, 2), base.narrow(0, 5, 20)}) {
+    REQUIRE_FALSE((x.is_contiguous() && x.storage_offset() == 0));
+    const auto target = target_base.slice(0, 0, 2 * x.size(0), 2);
+    REQUIRE_FALSE(target.is_contiguous());
+    const Sample s{x, target};
+    KILN_REQUIRE_CLOSE(kiln::ops::cross_entropy(x, target), reference_loss(s), 1e-5, 1e-5);
+    const auto xg = x.clone().requires_grad_(true);
+    kiln::ops::cross_entropy(xg, target).backward();
+    KILN_REQUIRE_CLOSE(xg.grad(), reference_grad(s, 1.0), 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("cross_entropy rejects bad input with a message naming the argument",
+          "[ops][cross_entropy]") {
+  const auto x = at::randn({4, 10});
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy(x, torch::tensor({1, 2, 10, 3}, at::kLong)),
+                      Catch::Contains("kiln::cross_entropy_forward: target: expected class "
+                                      "indices in [0, 10), got target[2] = 10"));
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy(x, torch::tensor({1, -1, 10, 3}, at::kLong)),
+                      Catch::Contains("got target[1] = -1"));
+  REQUIRE_THROWS_WITH(
+      kiln::ops::cross_entropy(at::randn({3, 50000}), torch::tensor({0, 49999, 50000}, at::kLong)),
+      Catch::Contains("in [0, 50000), got target[2] = 50000"));
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy(x.to(at::kInt), at::zeros({4}, at::kLong)),
+                      Catch::Contains("kiln::cross_entropy_forward: logits: expected a "
+                                      "floating-point tensor") &&
+                          Catch::Contains("Int"));
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy(at::randn({40}), at::zeros({4}, at::kLong)),
+                      Catch::Contains("logits: expected a 2-D tensor (B, C), got shape [40]"));
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy(x, at::zeros({4}, at::kInt)),
+                      Catch::Contains("target: expected dtype Long (int64 class indices), got Int"));
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy(x, at::zeros({5}, at::kLong)),
+                      Catch::Contains("target: expected shape [4] (one class per row of logits), "
+                                      "got [5]"));
+  const auto target = at::zeros({4}, at::kLong);
+  const auto lse = at::zeros({4});
+  const auto g = torch::tensor(1.0f);
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy_backward(g, x, target, at::zeros({3})),
+                      Catch::Contains("kiln::cross_entropy_backward: lse: expected shape [4]"));
+  REQUIRE_THROWS_WITH(
+      kiln::ops::cross_entropy_backward(g, x, target, at::zeros({4}, at::kDouble)),
+      Catch::Contains("kiln::cross_entropy_backward: lse: expected dtype Float"));
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy_backward(at::ones({2}), x, target, lse),
+                      Catch::Contains("kiln::cross_entropy_backward: grad: expected one element"));
+  REQUIRE_THROWS_WITH(
+      kiln::ops::cross_entropy_backward(g, x, torch::tensor({0, 0, 11, 0}, at::kLong), lse),
+      Catch::Contains("kiln::cross_entropy_backward: target: expected class indices in [0, 10), "
+                      "got target[2] = 11"));
+}
+
+TEST_CASE("cross_entropy on CUDA matches CPU for every dtype", "[ops][cross_entropy][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  const auto f = [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+    const auto [loss, lse] = kiln::ops::cross_entropy_forward(in[0], in[1]);
+    const auto g = torch::tensor(1.7).to(in[0].options());
+    return {loss, lse, kiln::ops::cross_entropy_backward(g, in[0], in[1], lse)};
+  };
+  for (const auto dtype : kFloatingDtypes) {
+    // Warp-per-row (C ≤ 1024) and block-per-row kernels.
+    for (const auto& [rows, classes] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 10}, {64, 1000}, {9, 1025}, {5, 50000}}) {
+      INFO("dtype " << dtype << ", B " << rows << ", C " << classes);
+      const auto s = sample(rows, classes, dtype);
+      kiln::test::require_cuda_matches_cpu(f, {s.logits, s.target}, tolerance_for(dtype));
+    }
+  }
+  // Autograd end to end, and the target check on the device.
+  const auto s = sample(8, 300, at::kFloat);
+  const auto x = s.logits.cuda().requires_grad_(true);
+  kiln::ops::cross_entropy(x, s.target.cuda()).backward();
+  KILN_REQUIRE_CLOSE(x.grad().cpu(), reference_grad(s, 1.0), 1e-5, 1e-5);
+  REQUIRE_THROWS_WITH(
+      kiln::ops::cross_entropy(x.detach(), torch::tensor({0, 1, 2, 3, 4, 5, 300, 7}).cuda()),
+      Catch::Contains("expected class indices in [0, 300), got target[6] = 300"));
+}
+
+TEST_CASE("cross_entropy under CPU autocast runs in its input's dtype",
+          "[ops][cross_entropy][autocast]") {
+  const auto s = sample(6, 50, at::kFloat);
+  const auto xb = s.logits.to(at::kBFloat16).requires_grad_(true);
+  const auto xf = s.logits.clone().requires_grad_(true);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  const auto loss_f = kiln::ops::cross_entropy(xf, s.target);
+  const auto loss_b = kiln::ops::cross_entropy(xb, s.target);
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  REQUIRE(loss_f.scalar_type() == at::kFloat);
+  REQUIRE(loss_b.scalar_type() == at::kBFloat16);
+  KILN_REQUIRE_CLOSE(loss_f, reference_loss(s), 1e-5, 1e-5);
+  (loss_f + loss_b.to(at::kFloat)).backward();
+  REQUIRE(xb.grad().scalar_type() == at::kBFloat16);
+  const auto tol = tolerance_for(at::kBFloat16);
+  KILN_REQUIRE_CLOSE(xb.grad(), reference_grad({xb.detach(), s.target}, 1.0), tol.rtol, tol.atol);
+  KILN_REQUIRE_CLOSE(xf.grad(), reference_grad(s, 1.0), 1e-5, 1e-5);
+}
+
+TEST_CASE("cross_entropy works without grad and in inference mode", "[ops][cross_entropy]") {
+  const auto s = sample(5, 12, at::kFloat);
+  const auto x = s.logits.clone().requires_grad_(true);
+  at::Tensor a, b;
+  {
+    const torch::NoGradGuard no_grad;
+    a = kiln::ops::cross_entropy(x, s.target);
+  }
+  {
+    const c10::InferenceMode inference;
+    b = kiln::ops::cross_entropy(s.logits, s.target);
+  }
+  REQUIRE_FALSE(a.requires_grad());
+  KILN_REQUIRE_CLOSE(a, reference_loss(s), 1e-5, 1e-5);
+  KILN_REQUIRE_CLOSE(b, reference_loss(s), 1e-5, 1e-5);
+}
