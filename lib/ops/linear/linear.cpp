@@ -1,0 +1,103 @@
+// Autograd and autocast for kiln::linear and kiln::linear_gelu: Functions that save
+// x and w (and the pre-activation z for linear_gelu) and call the linear_backward
+// op; under autocast both run in the lower precision, as torch's own linear does.
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include "../autocast.h"
+#include "../ops.h"
+
+namespace kiln::ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using OptTensor = std::optional<at::Tensor>;
+
+bool defined(const OptTensor& b) { return b && b->defined(); }
+
+// (dx, dw, db) of z = x·wᵀ + b from dz and the saved x, w; db is undefined without bias.
+variable_list linear_grads(AutogradContext* ctx, const at::Tensor& dz) {
+  const auto saved = ctx->get_saved_variables();
+  auto [dx, dw, db] =
+      kiln::ops::linear_backward(dz, saved[0], saved[1], ctx->saved_data["has_bias"].toBool());
+  return {dx, dw, db};
+}
+
+class LinearFunction : public torch::autograd::Function<LinearFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const OptTensor& b) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->saved_data["has_bias"] = defined(b);
+    ctx->save_for_backward({x, w});
+    return kiln::ops::linear(x, w, b);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    return linear_grads(ctx, grad_outputs[0]);
+  }
+};
+
+// y = gelu(z), z = x·wᵀ + b: dz = gelu'(z)·grad, then the linear gradients.
+class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const OptTensor& b) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [y, z] = kiln::ops::linear_gelu_forward(x, w, b);
+    ctx->saved_data["has_bias"] = defined(b);
+    ctx->save_for_backward({x, w, z});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto z = ctx->get_saved_variables()[2];
+    return linear_grads(ctx, kiln::ops::gelu_backward(grad_outputs[0], z));
+  }
+};
+
+// True when autograd has to record the call; otherwise the op runs below autograd
+// and keeps nothing (linear_gelu then needs no separate pre-activation buffer).
+bool records(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  return at::GradMode::is_enabled() &&
+         (x.requires_grad() || w.requires_grad() || (defined(b) && b->requires_grad()));
+}
+
+at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  if (records(x, w, b)) return LinearFunction::apply(x, w, b);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return kiln::ops::linear(x, w, b);
+}
+
+at::Tensor linear_gelu_autograd(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  if (records(x, w, b)) return LinearGeluFunction::apply(x, w, b);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return kiln::ops::linear_gelu(x, w, b);
+}
+
+// Autocast policy "lower precision": x, w and b are cast to autocast's dtype for
+// device D (weights through its cast cache), then the op runs below autocast.
+template <c10::DeviceType D, at::Tensor (*Fn)(const at::Tensor&, const at::Tensor&, const OptTensor&)>
+at::Tensor lower_precision(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  autocast::Below<D> below;
+  const auto dtype = autocast::lower_dtype<D>();
+  return Fn(autocast::cast<D>(x, dtype), autocast::cast<D>(w, dtype), autocast::cast<D>(b, dtype));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
+  m.impl("linear", linear_autograd);
+  m.impl("linear_gelu", linear_gelu_autograd);
+}
+
+TORCH_LIBRARY_IMPL(kiln, AutocastCPU, m) {
+  m.impl("linear", lower_precision<c10::DeviceType::CPU, &kiln::ops::linear>);
+  m.impl("linear_gelu", lower_precision<c10::DeviceType::CPU, &kiln::ops::linear_gelu>);
+}
+
+TORCH_LIBRARY_IMPL(kiln, AutocastCUDA, m) {
+  m.impl("linear", lower_precision<c10::DeviceType::CUDA, &kiln::ops::linear>);
+  m.impl("linear_gelu", lower_precision<c10::DeviceType::CUDA, &kiln::ops::linear_gelu>);
+}
+
+}  // namespace kiln::ops

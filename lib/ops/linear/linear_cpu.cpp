@@ -1,0 +1,46 @@
+// CPU kernels of kiln::linear, linear_gelu, linear_gelu_forward and
+// linear_backward: the checks, then ATen's addmm / mm (MKL or oneDNN) and at::gelu.
+#include <torch/library.h>
+
+#include "linear_aten.h"
+
+namespace kiln::ops {
+namespace {
+
+using OptTensor = std::optional<at::Tensor>;
+
+at::Tensor linear_cpu(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  linear::check_forward("kiln::linear", x, w, b);
+  return linear::forward_aten(x, w, b);
+}
+
+at::Tensor linear_gelu_cpu(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  linear::check_forward("kiln::linear_gelu", x, w, b);
+  return linear::gelu_aten(x, w, b);
+}
+
+std::tuple<at::Tensor, at::Tensor> linear_gelu_forward_cpu(const at::Tensor& x,
+                                                           const at::Tensor& w,
+                                                           const OptTensor& b) {
+  linear::check_forward("kiln::linear_gelu_forward", x, w, b);
+  return linear::gelu_forward_aten(x, w, b);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(const at::Tensor& grad,
+                                                                   const at::Tensor& x,
+                                                                   const at::Tensor& w,
+                                                                   bool has_bias) {
+  linear::check_backward("kiln::linear_backward", grad, x, w);
+  return linear::backward_aten(grad, x, w, has_bias);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(kiln, CPU, m) {
+  m.impl("linear", linear_cpu);
+  m.impl("linear_gelu", linear_gelu_cpu);
+  m.impl("linear_gelu_forward", linear_gelu_forward_cpu);
+  m.impl("linear_backward", linear_backward_cpu);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,51 @@
+// The raw-pointer entry point of kiln::linear on CUDA: one cublasLtMatmul with the
+// bias (and GELU) fused as its epilogue. Shared by linear_cuda.cu (which sees
+// cuBLASLt) and linear_cuda.cpp (which sees Tensors); free of torch and cuBLAS headers.
+#pragma once
+#include <cstdint>
+#include <cstddef>
+
+#include "../kernel_types.h"
+
+struct CUstream_st;
+struct cublasLtContext;
+
+namespace kiln::ops::cuda {
+
+/// A matrix operand as cuBLAS sees it: column-major with leading dimension `ld`,
+/// transposed by the multiply when `transpose`.
+struct LtOperand {
+  const void* data = nullptr;
+  bool transpose = false;
+  int64_t ld = 0;
+};
+
+/// Which GELU the epilogue applies after the bias.
+enum class LtGelu : int8_t { kNone, kGelu, kGeluKeepInput };
+
+/// d (m, n), column-major, ld = ldd: d = op(a)·op(b) + bias, then the GELU when asked.
+/// For y = x·wᵀ + b with y: (B, N) row-major, m = N, n = B, a = w and b = x.
+struct LtLinear {
+  const char* op = "";  // the kiln op, for error messages
+  DType dtype = DType::kFloat;
+  bool allow_tf32 = false;  // float32 only: CUBLAS_COMPUTE_32F_FAST_TF32
+  int64_t m = 0, n = 0, k = 0;
+  LtOperand a, b;       // op(a): (m, k), op(b): (k, n)
+  const void* bias = nullptr;  // (m), packed, or none
+  void* d = nullptr;
+  int64_t ldd = 0;
+  LtGelu gelu = LtGelu::kNone;
+  void* aux = nullptr;  // kGeluKeepInput: the GELU input, laid out like d
+  cublasLtContext* handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_size = 0;
+  CUstream_st* stream = nullptr;
+};
+
+/// Enqueues p as one cublasLtMatmul on p.stream and returns true; returns false,
+/// enqueuing nothing, when cuBLASLt cannot do it (float64, an aux ld that is not a
+/// multiple of 8, no algorithm for these shapes and alignments): the caller falls
+/// back. Any other cuBLASLt failure throws, naming the call.
+bool lt_linear(const LtLinear& p);
+
+}  // namespace kiln::ops::cuda

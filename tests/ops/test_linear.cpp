@@ -1,0 +1,277 @@
+// kiln::linear and kiln::linear_gelu: forward against ATen in float64 for every
+// dtype, gradients against central differences in double, CUDA against CPU
+// (with and without bias, N = 13 for cuBLASLt's fallback), non-contiguous inputs,
+// bad input and the autocast policy.
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+#include "ops/ops.h"
+#include "support.h"
+
+using kiln::test::gradcheck;
+using kiln::test::kFloatingDtypes;
+using kiln::test::Tolerance;
+
+namespace {
+
+struct Shape {
+  int64_t B, K, N;
+};
+
+// Small, odd, and N = 13 (no multiple of 8: cuBLASLt's GELU_AUX cannot keep z).
+const std::vector<Shape> kShapes = {{1, 1, 1}, {5, 7, 3}, {16, 64, 13}, {33, 300, 40}, {8, 96, 64}};
+
+// The outputs are sums of `len` products of unit-scale numbers, so their scale (and
+// the rounding error accumulated along the sum) grows like sqrt(len): the absolute
+// part of the tolerance grows with it, the relative part stays as tolerance_for says.
+Tolerance tolerance(at::ScalarType dtype, int64_t len) {
+  const auto t = kiln::test::tolerance_for(dtype);
+  return {t.rtol, t.atol * std::sqrt(static_cast<double>(std::max<int64_t>(len, 1)))};
+}
+
+struct Inputs {
+  at::Tensor x, w, b;
+};
+
+Inputs sample(const Shape& s, at::ScalarType dtype) {
+  return {at::randn({s.B, s.K}).to(dtype), at::randn({s.N, s.K}).to(dtype),
+          at::randn({s.N}).to(dtype)};
+}
+
+std::optional<at::Tensor> opt(const at::Tensor& b) {
+  return b.defined() ? std::optional<at::Tensor>(b) : std::nullopt;
+}
+
+// x·wᵀ + b computed in float64 from the same (rounded) inputs.
+at::Tensor reference(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return at::linear(x.to(at::kDouble), w.to(at::kDouble),
+                    b.defined() ? b.to(at::kDouble) : at::Tensor());
+}
+
+// linear_gelu's backward needs kiln::gelu_backward, another op; it is reported as
+// skipped while that op is not in this build (KILN_OPS).
+bool gelu_built() {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("kiln::gelu_backward", "");
+  return op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+}
+
+bool gelu_built_or_skip() {
+  if (gelu_built()) return true;
+  std::cout << kiln::test::kSkipMarker << ": kiln::gelu_backward is not built" << std::endl;
+  WARN(kiln::test::kSkipMarker << ": kiln::gelu_backward is not built");
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("linear forward matches at::linear for every dtype", "[ops][linear]") {
+  for (const auto dtype : kFloatingDtypes) {
+    for (const auto& s : kShapes) {
+      for (const bool bias : {true, false}) {
+        INFO("dtype " << dtype << ", B " << s.B << ", K " << s.K << ", N " << s.N << ", bias " << bias);
+        auto in = sample(s, dtype);
+        if (!bias) in.b = at::Tensor();
+        const auto y = kiln::ops::linear(in.x, in.w, opt(in.b));
+        REQUIRE(y.scalar_type() == dtype);
+        const auto tol = tolerance(dtype, s.K);
+        KILN_REQUIRE_CLOSE(y, reference(in.x, in.w, in.b), tol.rtol, tol.atol);
+      }
+    }
+  }
+}
+
+TEST_CASE("linear_gelu and linear_gelu_forward match gelu_tanh(at::linear)", "[ops][linear]") {
+  for (const auto dtype : kFloatingDtypes) {
+    for (const auto& s : kShapes) {
+      for (const bool bias : {true, false}) {
+        INFO("dtype " << dtype << ", B " << s.B << ", K " << s.K << ", N " << s.N << ", bias " << bias);
+        auto in = sample(s, dtype);
+        if (!bias) in.b = at::Tensor();
+        const auto z_ref = reference(in.x, in.w, in.b);
+        const auto y_ref = at::gelu(z_ref, "tanh");
+        const auto tol = tolerance(dtype, s.K);  // |gelu'| ≤ 1.13: the error carries over
+        const auto y = kiln::ops::linear_gelu(in.x, in.w, opt(in.b));
+        REQUIRE(y.scalar_type() == dtype);
+        KILN_REQUIRE_CLOSE(y, y_ref, tol.rtol, tol.atol);
+        const auto [y2, z] = kiln::ops::linear_gelu_forward(in.x, in.w, opt(in.b));
+        KILN_REQUIRE_CLOSE(y2, y_ref, tol.rtol, tol.atol);
+        KILN_REQUIRE_CLOSE(z, z_ref, tol.rtol, tol.atol);
+      }
+    }
+  }
+}
+
+TEST_CASE("linear handles empty batches and K = 0", "[ops][linear]") {
+  const auto w = at::randn({3, 4}), b = at::randn({3});
+  REQUIRE(kiln::ops::linear(at::randn({0, 4}), w, b).sizes() == at::IntArrayRef{0, 3});
+  // No products to sum: the output is the bias on every row.
+  const auto y = kiln::ops::linear(at::randn({2, 0}), at::randn({3, 0}), b);
+  KILN_REQUIRE_CLOSE(y, b.expand({2, 3}), 0.0, 0.0);
+}
+
+TEST_CASE("linear_backward is (grad·w, gradᵀ·x, grad.sum(0))", "[ops][linear]") {
+  for (const auto dtype : kFloatingDtypes) {
+    const Shape s{9, 20, 13};
+    INFO("dtype " << dtype);
+    const auto in = sample(s, dtype);
+    const auto g = at::randn({s.B, s.N}).to(dtype);
+    const auto [dx, dw, db] = kiln::ops::linear_backward(g, in.x, in.w, true);
+    const auto gd = g.to(at::kDouble);
+    const auto tol = tolerance(dtype, std::max(s.B, s.N));
+    KILN_REQUIRE_CLOSE(dx, gd.mm(in.w.to(at::kDouble)), tol.rtol, tol.atol);
+    KILN_REQUIRE_CLOSE(dw, gd.t().mm(in.x.to(at::kDouble)), tol.rtol, tol.atol);
+    KILN_REQUIRE_CLOSE(db, gd.sum(0), tol.rtol, tol.atol);
+    REQUIRE_FALSE(std::get<2>(kiln::ops::linear_backward(g, in.x, in.w, false)).defined());
+  }
+}
+
+TEST_CASE("linear gradients match central differences", "[ops][linear]") {
+  const auto in = sample({4, 6, 5}, at::kDouble);
+  const auto x = in.x, w = in.w, b = in.b;
+  for (const bool bias : {true, false}) {
+    INFO("bias " << bias);
+    const auto bb = bias ? opt(b) : std::nullopt;
+    auto c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear(t, w, bb); }, x);
+    INFO("x: " << c.report);
+    REQUIRE(c.ok);
+    c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear(x, t, bb); }, w);
+    INFO("w: " << c.report);
+    REQUIRE(c.ok);
+  }
+  const auto c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear(x, w, t); }, b);
+  INFO("b: " << c.report);
+  REQUIRE(c.ok);
+  // Without bias autograd sees two inputs, and b gets no gradient.
+  const auto xg = x.clone().requires_grad_(true);
+  kiln::ops::linear(xg, w, std::nullopt).sum().backward();
+  REQUIRE(xg.grad().defined());
+}
+
+TEST_CASE("linear_gelu gradients match central differences", "[ops][linear]") {
+  if (!gelu_built_or_skip()) return;
+  const auto in = sample({4, 6, 5}, at::kDouble);
+  const auto x = in.x, w = in.w, b = in.b;
+  auto c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_gelu(t, w, b); }, x);
+  INFO("x: " << c.report);
+  REQUIRE(c.ok);
+  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_gelu(x, t, b); }, w);
+  INFO("w: " << c.report);
+  REQUIRE(c.ok);
+  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_gelu(x, w, t); }, b);
+  INFO("b: " << c.report);
+  REQUIRE(c.ok);
+  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_gelu(t, w, std::nullopt); }, x);
+  INFO("x, no bias: " << c.report);
+  REQUIRE(c.ok);
+}
+
+TEST_CASE("linear is correct on non-contiguous x and w", "[ops][linear]") {
+  const auto xt = at::randn({24, 10}), wt = at::randn({24, 7}), b = at::randn({7});
+  const auto xw = at::randn({10, 48}), ww = at::randn({7, 48});
+  // Transposed views, strided slices, and one of each.
+  const std::vector<std::pair<at::Tensor, at::Tensor>> cases = {
+      {xt.t(), wt.t()}, {xw.slice(1, 0, 48, 2), ww.slice(1, 0, 48, 2)}, {xt.t(), ww.slice(1, 0, 48, 2)}};
+  for (const auto& [x, w] : cases) {
+    REQUIRE_FALSE(x.is_contiguous());
+    REQUIRE_FALSE(w.is_contiguous());
+    const auto tol = tolerance(at::kFloat, x.size(1));
+    KILN_REQUIRE_CLOSE(kiln::ops::linear(x, w, b), reference(x, w, b), tol.rtol, tol.atol);
+    KILN_REQUIRE_CLOSE(kiln::ops::linear_gelu(x, w, b), at::gelu(reference(x, w, b), "tanh"),
+                       tol.rtol, tol.atol);
+    const auto xg = x.clone().requires_grad_(true), wg = w.clone().requires_grad_(true);
+    const auto g = at::randn({x.size(0), w.size(0)}).t().contiguous().t();  // a transposed gradient
+    kiln::ops::linear(xg, wg, b).backward(g);
+    KILN_REQUIRE_CLOSE(xg.grad(), g.mm(w), tol.rtol, tol.atol);
+    KILN_REQUIRE_CLOSE(wg.grad(), g.t().mm(x), tol.rtol, tol.atol);
+  }
+}
+
+TEST_CASE("linear rejects bad input with a message naming the argument", "[ops][linear]") {
+  const auto x = at::randn({4, 784}), w = at::randn({10, 784}), b = at::randn({10});
+  REQUIRE_THROWS_WITH(kiln::ops::linear(at::randn({784}), w, b),
+                      Catch::Contains("kiln::linear: x: expected a 2-D tensor (B, K), got shape [784]"));
+  REQUIRE_THROWS_WITH(
+      kiln::ops::linear(x, at::randn({10, 783}), b),
+      Catch::Contains("kiln::linear: w: expected shape (N, K) with K = 784 (x.size(1)), got [10, 783]"));
+  REQUIRE_THROWS_WITH(
+      kiln::ops::linear(x, w, at::randn({1, 10})),
+      Catch::Contains("kiln::linear: b: expected shape (N) with N = 10 (w.size(0)), got [1, 10]"));
+  REQUIRE_THROWS_WITH(kiln::ops::linear(x, w.to(at::kDouble), b),
+                      Catch::Contains("kiln::linear: w: expected dtype Float (the dtype of x), got Double"));
+  REQUIRE_THROWS_WITH(kiln::ops::linear(x, w, b.to(at::kHalf)),
+                      Catch::Contains("kiln::linear: b: expected dtype Float (the dtype of x), got Half"));
+  REQUIRE_THROWS_WITH(kiln::ops::linear(x.to(at::kInt), w, b),
+                      Catch::Contains("kiln::linear: x: expected a floating-point tensor"));
+  REQUIRE_THROWS_WITH(kiln::ops::linear_gelu(x, at::randn({10, 783}), b),
+                      Catch::Contains("kiln::linear_gelu: w: expected shape (N, K) with K = 784"));
+  REQUIRE_THROWS_WITH(
+      kiln::ops::linear_backward(at::randn({4, 9}), x, w, true),
+      Catch::Contains("kiln::linear_backward: grad: expected shape (B, N) = [4, 10] (x.size(0), "
+                      "w.size(0)), got [4, 9]"));
+}
+
+TEST_CASE("linear on CUDA matches CPU for every dtype", "[ops][linear][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  const bool gelu = gelu_built();
+  if (!gelu) WARN("kiln::gelu_backward is not built: linear_gelu's backward is not compared");
+  for (const auto dtype : kFloatingDtypes) {
+    for (const auto& s : kShapes) {
+      for (const bool bias : {true, false}) {
+        INFO("dtype " << dtype << ", B " << s.B << ", K " << s.K << ", N " << s.N << ", bias " << bias);
+        auto in = sample(s, dtype);
+        if (!bias) in.b = at::Tensor();
+        const auto g = at::randn({s.B, s.N}).to(dtype);
+        const auto forward = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+          const auto [y, z] = kiln::ops::linear_gelu_forward(t[0], t[1], opt(t[2]));
+          return {kiln::ops::linear(t[0], t[1], opt(t[2])), kiln::ops::linear_gelu(t[0], t[1], opt(t[2])),
+                  y, z};
+        };
+        kiln::test::require_cuda_matches_cpu(forward, {in.x, in.w, in.b}, tolerance(dtype, s.K));
+        // Transposed views of x and w reach cuBLASLt as transposed operands.
+        kiln::test::require_cuda_matches_cpu(
+            [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+              return forward({t[0].t().contiguous().t(), t[1].t().contiguous().t(), t[2]});
+            },
+            {in.x, in.w, in.b}, tolerance(dtype, s.K));
+        const auto backward = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+          auto [dx, dw, db] = kiln::ops::linear_backward(t[0], t[1], t[2], bias);
+          return bias ? std::vector<at::Tensor>{dx, dw, db} : std::vector<at::Tensor>{dx, dw};
+        };
+        kiln::test::require_cuda_matches_cpu(backward, {g, in.x, in.w},
+                                             tolerance(dtype, std::max(s.B, s.N)));
+        if (!gelu) continue;
+        // Through autograd: linear_gelu's backward on both devices.
+        const auto grads = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+          const auto x = t[0].clone().requires_grad_(true), w = t[1].clone().requires_grad_(true);
+          kiln::ops::linear_gelu(x, w, opt(t[2])).backward(t[3]);
+          return {x.grad(), w.grad()};
+        };
+        kiln::test::require_cuda_matches_cpu(grads, {in.x, in.w, in.b, g},
+                                             tolerance(dtype, std::max({s.B, s.K, s.N})));
+      }
+    }
+  }
+}
+
+TEST_CASE("under CPU autocast linear and linear_gelu run in bfloat16", "[ops][linear][autocast]") {
+  const auto x = at::randn({8, 16}), w = at::randn({4, 16}), b = at::randn({4});
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  const auto y = kiln::ops::linear(x, w, b);
+  const auto yg = kiln::ops::linear_gelu(x, w, b);
+  const auto yd = kiln::ops::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble));
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  REQUIRE(y.scalar_type() == at::kBFloat16);
+  REQUIRE(yg.scalar_type() == at::kBFloat16);
+  REQUIRE(yd.scalar_type() == at::kDouble);  // autocast leaves float64 alone
+  const auto xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
+  const auto tol = tolerance(at::kBFloat16, 16);
+  KILN_REQUIRE_CLOSE(y, reference(xb, wb, bb), tol.rtol, tol.atol);
+  KILN_REQUIRE_CLOSE(yg, at::gelu(reference(xb, wb, bb), "tanh"), tol.rtol, tol.atol);
+}
