@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
 
   std::printf("kiln_bench_ops on %s, CPU capability %s\n", device.str().c_str(),
               kiln::ops::to_string(kiln::ops::cpu_capability()).c_str());
-  std::printf("%-10s %-4s %-9s %5s %7s %12s %12s %7s\n", "op", "pass", "dtype", "log2n", "threads",
-              "kiln_ns", "ref_ns", "ratio");
+  std::printf("%-12s %-4s %-9s %5s %7s %12s %12s %7s %9s\n", "op", "pass", "dtype", "log2n",
+              "threads", "kiln_ns", "ref_ns", "ratio", "bw/copy");
   nlohmann::json out = nlohmann::json::array();
   for (const auto& dname : args["dtypes"].as<std::vector<std::string>>()) {
     if (!dtypes.count(dname)) {
@@ -107,14 +107,31 @@ int main(int argc, char** argv) {
       for (const auto& factory : kiln::bench::registry())
         for (auto& c : factory(n, opts))
           if (ops.empty() || std::find(ops.begin(), ops.end(), c.op) != ops.end()) cases.push_back(c);
+      // On CUDA, a device-to-device copy of the same bytes is the bandwidth yardstick.
+      double copy_gbps = 0;
+      if (device.is_cuda()) {
+        const auto src = at::randn({n}, opts);
+        auto dst = at::empty_like(src);
+        const Case copy{"copy", "-", [=]() mutable { dst.copy_(src); }, [=]() mutable { dst.copy_(src); }};
+        const double ns = measure(copy, device, args["rounds"].as<int>(), args["min-ms"].as<double>()).first;
+        copy_gbps = 2.0 * n * src.element_size() / ns;
+        std::printf("%-12s %-4s %-9s %5d %7s %12.0f %12s %7s %9s  (%.0f GB/s)\n", "copy", "-",
+                    dname.c_str(), lg, "-", ns, "-", "-", "1.00", copy_gbps);
+      }
       for (const int t : threads) {
         at::set_num_threads(t);
         for (const auto& c : cases) {
           const auto [k, r] = measure(c, device, args["rounds"].as<int>(), args["min-ms"].as<double>());
-          std::printf("%-10s %-4s %-9s %5d %7d %12.0f %12.0f %7.2f\n", c.op.c_str(), c.pass.c_str(),
-                      dname.c_str(), lg, t, k, r, r / k);
-          out.push_back({{"op", c.op}, {"pass", c.pass}, {"device", device.str()}, {"dtype", dname},
-                         {"size", n}, {"threads", t}, {"kiln_ns", k}, {"ref_ns", r}, {"ratio", r / k}});
+          const double fraction = copy_gbps > 0 && c.bytes > 0 ? c.bytes / k / copy_gbps : 0.0;
+          char frac[16] = "-";
+          if (fraction > 0) std::snprintf(frac, sizeof frac, "%.2f", fraction);
+          std::printf("%-12s %-4s %-9s %5d %7d %12.0f %12.0f %7.2f %9s\n", c.op.c_str(), c.pass.c_str(),
+                      dname.c_str(), lg, t, k, r, r / k, frac);
+          nlohmann::json row = {{"op", c.op}, {"pass", c.pass}, {"device", device.str()},
+                                {"dtype", dname}, {"size", n}, {"threads", t}, {"kiln_ns", k},
+                                {"ref_ns", r}, {"ratio", r / k}};
+          if (fraction > 0) row["bandwidth_fraction"] = fraction, row["copy_gbps"] = copy_gbps;
+          out.push_back(row);
         }
       }
     }

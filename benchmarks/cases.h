@@ -13,6 +13,9 @@ struct Case {
   std::string op;    // e.g. "gelu"
   std::string pass;  // "fwd" or "bwd"
   std::function<void()> kiln, ref;
+  /// Bytes a call must read and write at the least (0: not a bandwidth-bound
+  /// op); on CUDA the achieved bandwidth is reported against a plain copy's.
+  double bytes = 0;
 };
 
 /// Makes the cases of one op for n elements of the given dtype and device.

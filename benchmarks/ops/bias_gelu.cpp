@@ -10,12 +10,15 @@ KILN_BENCH_CASES(bias_gelu) {
   const auto x = at::randn({rows, kN}, options) * 2, g = at::randn({rows, kN}, options);
   const auto b = at::randn({kN}, options);
   const auto z = x.add(b);  // what the unfused forward would have saved for backward
+  const double bytes = static_cast<double>(x.element_size()) * x.numel();  // one (rows, kN) tensor
   return {
-      {"bias_gelu", "fwd", [=] { kiln::ops::bias_gelu(x, b); }, [=] { at::gelu(x.add(b), "tanh"); }},
+      {"bias_gelu", "fwd", [=] { kiln::ops::bias_gelu(x, b); }, [=] { at::gelu(x.add(b), "tanh"); },
+       2 * bytes},
       {"bias_gelu", "bwd", [=] { kiln::ops::bias_gelu_backward(g, x, b); },
        [=] {
          const auto dz = at::gelu_backward(g, z, "tanh");
          dz.sum(0);
-       }},
+       },
+       3 * bytes},
   };
 }

@@ -5,8 +5,10 @@
 KILN_BENCH_CASES(relu) {
   const auto x = at::randn({n}, options), g = at::randn({n}, options);
   const auto y = at::relu(x);
+  const double bytes = static_cast<double>(x.element_size()) * n;  // one tensor
   return {
-      {"relu", "fwd", [=] { kiln::ops::relu(x); }, [=] { at::relu(x); }},
-      {"relu", "bwd", [=] { kiln::ops::relu_backward(g, y); }, [=] { at::threshold_backward(g, y, 0); }},
+      {"relu", "fwd", [=] { kiln::ops::relu(x); }, [=] { at::relu(x); }, 2 * bytes},
+      {"relu", "bwd", [=] { kiln::ops::relu_backward(g, y); }, [=] { at::threshold_backward(g, y, 0); },
+       3 * bytes},
   };
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with a GPU, builds kiln against the torch of that
+# machine's Python, runs the whole test suite (the CUDA tests included) and the
+# CUDA op benchmarks, and writes every figure under OUTDIR (default gpu-results/).
+#
+#   scripts/gpu_check.sh [OUTDIR]
+#
+# Such a machine may reach no registry: the headers kiln builds with travel in
+# .kiln-bundle/ (make it here with `scripts/setup --bundle .kiln-bundle`; it is
+# git-ignored, so pass it to the device tool's `carry`). Environment:
+#   KILN_PYTHON   the python whose torch to build against (default python3)
+#   KILN_ARCHS    CUDA architectures (default 90, the H200)
+#   KILN_BENCH_SIZES  log2 sizes for the benchmarks (default 16,20,24,26)
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="$(mkdir -p "${1:-$root/gpu-results}" && cd "${1:-$root/gpu-results}" && pwd)"
+build="${KILN_GPU_BUILD_DIR:-$root/build-gpu}"
+bundle="$root/.kiln-bundle"
+py="${KILN_PYTHON:-python3}"
+fail() { echo "[gpu_check] FAILED at step \"$1\": $2" | tee -a "$out/summary.txt" >&2; exit 1; }
+
+: > "$out/summary.txt"
+[[ -f "$bundle/.kiln-bundle" ]] || fail "bundle" "no $bundle; run scripts/setup --bundle .kiln-bundle and carry it"
+prefix="$("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
+  || fail "torch" "$py cannot import torch"
+{
+  echo "torch $("$py" -c 'import torch; print(torch.__version__, torch.version.cuda)')"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+  echo "cmake: $(cmake --version | head -1)"
+} | tee -a "$out/summary.txt"
+
+generator=("Unix Makefiles"); command -v ninja >/dev/null && generator=(Ninja)
+start=$(date +%s)
+cmake -S "$root" -B "$build" -G "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$prefix" -DKILN_BUNDLE="$bundle" -DKILN_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES="${KILN_ARCHS:-90}" > "$out/configure.log" 2>&1 \
+  || { tail -30 "$out/configure.log"; fail "configure" "see $out/configure.log"; }
+cmake --build "$build" --parallel "$(nproc)" > "$out/build.log" 2>&1 \
+  || { grep -E "error" -A5 "$out/build.log" | head -60; fail "build" "see $out/build.log"; }
+echo "build: $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
+
+(cd "$build" && ctest --output-on-failure -j 4 > "$out/ctest.txt" 2>&1)
+tests_rc=$?
+grep -E "tests passed|tests failed|Skipped|\\*\\*\\*Failed" "$out/ctest.txt" | tee -a "$out/summary.txt"
+
+"$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
+    --dtypes float32,float16,bfloat16 --rounds 5 --min-ms 5 \
+    --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
+bench_rc=$?
+cat "$out/bench_cuda.txt"
+echo "tests rc $tests_rc, benchmarks rc $bench_rc" | tee -a "$out/summary.txt"
+exit $(( tests_rc || bench_rc ))
