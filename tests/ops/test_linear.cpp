@@ -152,6 +152,30 @@ TEST_CASE("linear gradients match central differences", "[ops][linear]") {
   REQUIRE(xg.grad().defined());
 }
 
+TEST_CASE("linear backward is differentiable (double backward)", "[ops][linear]") {
+  const auto in = sample({4, 6, 5}, at::kDouble);
+  const auto x = in.x.clone().requires_grad_(true), w = in.w.clone().requires_grad_(true);
+  const auto b = in.b.clone().requires_grad_(true);
+  const auto v = at::randn({4, 5}, at::kDouble);
+  // d/d(arg) <linear(x, w, b), v> with create_graph, as a function of each input.
+  const auto grad_of = [&](const at::Tensor& xx, const at::Tensor& ww, const at::Tensor& vv,
+                           const at::Tensor& wrt) {
+    const auto y = kiln::ops::linear(xx, ww, b);
+    return torch::autograd::grad({y}, {wrt}, {vv}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  };
+  const std::vector<std::pair<std::string, kiln::test::Closeness>> checks = {
+      {"dx(w)", gradcheck([&](const at::Tensor& t) { return grad_of(x, t, v, x); }, in.w)},
+      {"dw(x)", gradcheck([&](const at::Tensor& t) { return grad_of(t, w, v, w); }, in.x)},
+      {"dx(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, x); }, v)},
+      {"dw(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, w); }, v)},
+      {"db(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, b); }, v)},
+  };
+  for (const auto& [name, c] : checks) {
+    INFO(name << ": " << c.report);
+    REQUIRE(c.ok);
+  }
+}
+
 TEST_CASE("linear_gelu gradients match central differences", "[ops][linear]") {
   if (!gelu_built_or_skip()) return;
   const auto in = sample({4, 6, 5}, at::kDouble);

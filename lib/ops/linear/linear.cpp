@@ -1,6 +1,8 @@
 // Autograd and autocast for kiln::linear and kiln::linear_gelu: Functions that save
 // x and w (and the pre-activation z for linear_gelu) and call the linear_backward
-// op; under autocast both run in the lower precision, as torch's own linear does.
+// op, itself differentiable (create_graph works); under autocast both run in the
+// lower precision, as torch's own linear does.
+#include <ATen/ops/zeros_like.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -23,6 +25,32 @@ variable_list linear_grads(AutogradContext* ctx, const at::Tensor& dz) {
       kiln::ops::linear_backward(dz, saved[0], saved[1], ctx->saved_data["has_bias"].toBool());
   return {dx, dw, db};
 }
+
+// (dx, dw, db) = (g·w, gᵀ·x, Σ_rows g) is bilinear in g and (x, w). For incoming
+// (ggx, ggw, ggb): d/dg = ggx·wᵀ + x·ggwᵀ + ggb = linear(ggx, w, ggb) + linear(x, ggw),
+// d/dx = g·ggw and d/dw = gᵀ·ggx, which is linear_backward(g, ggx, ggw).
+class LinearBackwardFunction : public torch::autograd::Function<LinearBackwardFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& x,
+                               const at::Tensor& w, bool has_bias) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->saved_data["has_bias"] = has_bias;
+    ctx->save_for_backward({grad, x, w});
+    auto [dx, dw, db] = kiln::ops::linear_backward(grad, x, w, has_bias);
+    return has_bias ? variable_list{dx, dw, db} : variable_list{dx, dw};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list gg) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &grad = saved[0], &x = saved[1], &w = saved[2];
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const auto ggx = gg[0].defined() ? gg[0] : at::zeros_like(x);
+    const auto ggw = gg[1].defined() ? gg[1] : at::zeros_like(w);
+    const OptTensor ggb = has_bias && gg[2].defined() ? OptTensor(gg[2]) : std::nullopt;
+    auto d_grad = kiln::ops::linear(ggx, w, ggb) + kiln::ops::linear(x, ggw, std::nullopt);
+    const auto d = kiln::ops::linear_backward(grad, ggx, ggw, false);
+    return {d_grad, std::get<0>(d), std::get<1>(d), at::Tensor()};
+  }
+};
 
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
  public:
@@ -74,6 +102,19 @@ at::Tensor linear_gelu_autograd(const at::Tensor& x, const at::Tensor& w, const 
   return kiln::ops::linear_gelu(x, w, b);
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_autograd(const at::Tensor& grad,
+                                                                        const at::Tensor& x,
+                                                                        const at::Tensor& w,
+                                                                        bool has_bias) {
+  if (!at::GradMode::is_enabled() ||
+      !(grad.requires_grad() || x.requires_grad() || w.requires_grad())) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return kiln::ops::linear_backward(grad, x, w, has_bias);
+  }
+  const auto out = LinearBackwardFunction::apply(grad, x, w, has_bias);
+  return {out[0], out[1], has_bias ? out[2] : at::Tensor()};
+}
+
 // Autocast policy "lower precision": x, w and b are cast to autocast's dtype for
 // device D (weights through its cast cache), then the op runs below autocast.
 template <c10::DeviceType D, at::Tensor (*Fn)(const at::Tensor&, const at::Tensor&, const OptTensor&)>
@@ -88,6 +129,7 @@ at::Tensor lower_precision(const at::Tensor& x, const at::Tensor& w, const OptTe
 TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
   m.impl("linear", linear_autograd);
   m.impl("linear_gelu", linear_gelu_autograd);
+  m.impl("linear_backward", linear_backward_autograd);
 }
 
 TORCH_LIBRARY_IMPL(kiln, AutocastCPU, m) {
