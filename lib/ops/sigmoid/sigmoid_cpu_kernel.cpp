@@ -2,6 +2,7 @@
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
 #include "sigmoid_kernel.h"
 
+#include <ATen/OpMathType.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 
@@ -18,24 +19,24 @@ V stable_sigmoid(V z) {
   return V::blendv(one, e, z < V(0)) / (one + e);
 }
 
-// at::vec::map hands float vectors to the lambdas for half and bfloat16 (the
-// computation happens in float), and native vectors for float and double.
+// The lambdas take Vectorized<opmath> explicitly: at::vec::map then converts half
+// and bfloat16 through float (a generic lambda would be run on Vectorized<Half>,
+// rounding every intermediate, and beta itself, to half).
+template <typename T>
+using OpVec = at::vec::Vectorized<at::opmath_type<T>>;
+
 template <typename T>
 void forward(const T* x, T* s, int64_t n, double beta) {
-  at::vec::map(
-      [beta](auto v) {
-        using V = decltype(v);
-        return stable_sigmoid(v * V(beta));
-      },
-      s, x, n);
+  using V = OpVec<T>;
+  at::vec::map([beta](V v) { return stable_sigmoid(v * V(beta)); }, s, x, n);
 }
 
 // The local derivative beta·s·(1−s), clamped to ±clip, times grad.
 template <typename T>
 void backward(const T* grad, const T* s, T* grad_x, int64_t n, double beta, double clip) {
+  using V = OpVec<T>;
   at::vec::map2(
-      [beta, clip](auto g, auto sv) {
-        using V = decltype(g);
+      [beta, clip](V g, V sv) {
         const V local = V(beta) * sv * (V(1) - sv);
         return at::vec::clamp(local, V(-clip), V(clip)) * g;
       },
