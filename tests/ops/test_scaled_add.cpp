@@ -42,6 +42,21 @@ TEST_CASE("scaled_add forward matches alpha·x + y for every dtype", "[ops][scal
   KILN_REQUIRE_CLOSE(kiln::ops::scaled_add(b, a, 2.0), a + b * 2, 1e-6, 1e-6);
 }
 
+TEST_CASE("scaled_add computes half types in float, rounding once", "[ops][scaled_add]") {
+  // One fused multiply-add in float, then one rounding: against the exact result
+  // rounded to the dtype only rare double roundings may differ; arithmetic in half
+  // (alpha, alpha·x and the sum each rounded) differs often.
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    const auto x = at::randn({20000}).to(dtype), y = at::randn({20000}).to(dtype);
+    const auto exact = reference(x, y, 1.0 / 3).to(dtype);
+    const auto mismatches = (kiln::ops::scaled_add(x, y, 1.0 / 3) != exact).sum().item<int64_t>();
+    INFO("dtype " << dtype << ": " << mismatches << " of 20000 differ from the rounded exact value");
+    REQUIRE(mismatches <= 100);
+    const auto [gx, gy] = kiln::ops::scaled_add_backward(y, 1.0 / 3);
+    REQUIRE((gx != (y.to(at::kDouble) / 3).to(dtype)).sum().item<int64_t>() <= 100);
+  }
+}
+
 TEST_CASE("scaled_add_backward is (alpha·grad, grad) for every dtype", "[ops][scaled_add]") {
   for (const auto dtype : kFloatingDtypes) {
     INFO("dtype " << dtype);

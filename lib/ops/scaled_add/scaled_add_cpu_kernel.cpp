@@ -2,27 +2,30 @@
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
 #include "scaled_add_kernel.h"
 
+#include <ATen/OpMathType.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 
 namespace kiln::ops::cpu::KILN_CPU_NS {
 namespace {
 
-// at::vec::map2 hands float vectors to the lambda for half and bfloat16, so
-// alpha·x + y is one fused multiply-add in float, rounded once.
+// The lambdas take Vectorized<opmath> explicitly, so at::vec::map converts half
+// and bfloat16 through float: alpha·x + y is one fused multiply-add in float,
+// rounded once (a generic lambda would be run on Vectorized<Half>, rounding
+// alpha, alpha·x and the sum to half).
+template <typename T>
+using OpVec = at::vec::Vectorized<at::opmath_type<T>>;
+
 template <typename T>
 void forward(const T* x, const T* y, T* out, int64_t n, double alpha) {
-  at::vec::map2(
-      [alpha](auto xv, auto yv) {
-        using V = decltype(xv);
-        return at::vec::fmadd(V(alpha), xv, yv);
-      },
-      out, x, y, n);
+  using V = OpVec<T>;
+  at::vec::map2([alpha](V xv, V yv) { return at::vec::fmadd(V(alpha), xv, yv); }, out, x, y, n);
 }
 
 template <typename T>
 void scale(const T* grad, T* out, int64_t n, double alpha) {
-  at::vec::map([alpha](auto g) { return decltype(g)(alpha) * g; }, out, grad, n);
+  using V = OpVec<T>;
+  at::vec::map([alpha](V g) { return V(alpha) * g; }, out, grad, n);
 }
 
 template <typename F>
