@@ -98,12 +98,9 @@ void backward(const T* logits, const int64_t* target, const Acc<T>* lse, T* grad
     const T* x = logits + r * classes;
     T* g = grad_logits + r * classes;
     const A l = lse[r], sc = static_cast<A>(scale);
-    at::vec::map(
-        [l, sc](auto v) {
-          using V = decltype(v);
-          return (v - V(l)).exp_u20() * V(sc);
-        },
-        g, x, classes);
+    // Vectorized<A>, not auto: map then converts half types through float.
+    using V = Vectorized<A>;
+    at::vec::map([l, sc](V v) { return (v - V(l)).exp_u20() * V(sc); }, g, x, classes);
     const int64_t t = target[r];
     g[t] = static_cast<T>((std::exp(static_cast<A>(x[t]) - l) - A(1)) * sc);
   }
