@@ -194,6 +194,32 @@ TEST_CASE("linear_gelu gradients match central differences", "[ops][linear]") {
   REQUIRE(c.ok);
 }
 
+TEST_CASE("linear_gelu backward is differentiable (double backward)", "[ops][linear]") {
+  if (!gelu_built_or_skip()) return;
+  const auto in = sample({4, 6, 5}, at::kDouble);
+  const auto x = in.x.clone().requires_grad_(true), w = in.w.clone().requires_grad_(true);
+  const auto v = at::randn({4, 5}, at::kDouble);
+  // d/dx <linear_gelu(x, w, b), v> depends on w through gelu'(z) and through w itself.
+  const auto dx_of = [&](const at::Tensor& xx, const at::Tensor& ww, const at::Tensor& bb) {
+    const auto y = kiln::ops::linear_gelu(xx, ww, bb);
+    return torch::autograd::grad({y}, {x}, {v}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  };
+  const auto b = in.b.clone().requires_grad_(true);
+  const std::vector<std::pair<std::string, kiln::test::Closeness>> checks = {
+      {"dx(w)", gradcheck([&](const at::Tensor& t) { return dx_of(x, t, b); }, in.w)},
+      {"dx(b)", gradcheck([&](const at::Tensor& t) { return dx_of(x, w, t); }, in.b)},
+      {"dx(x)", gradcheck([&](const at::Tensor& t) {
+         const auto xt = t.requires_grad() ? t : t.clone().requires_grad_(true);
+         const auto y = kiln::ops::linear_gelu(xt, w, b);
+         return torch::autograd::grad({y}, {xt}, {v}, true, true)[0];
+       }, in.x)},
+  };
+  for (const auto& [name, c] : checks) {
+    INFO(name << ": " << c.report);
+    REQUIRE(c.ok);
+  }
+}
+
 TEST_CASE("linear is correct on non-contiguous x and w", "[ops][linear]") {
   const auto xt = at::randn({24, 10}), wt = at::randn({24, 7}), b = at::randn({7});
   const auto xw = at::randn({10, 48}), ww = at::randn({7, 48});

@@ -74,11 +74,17 @@ class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> 
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [y, z] = kiln::ops::linear_gelu_forward(x, w, b);
     ctx->saved_data["has_bias"] = defined(b);
-    ctx->save_for_backward({x, w, z});
+    ctx->save_for_backward({x, w, z, defined(b) ? *b : at::Tensor()});
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto z = ctx->get_saved_variables()[2];
+    const auto saved = ctx->get_saved_variables();
+    // The saved z has no graph (it was made below autograd); with create_graph the
+    // gradient must also flow through z into x, w and b, so z is recomputed from them.
+    const auto z = at::GradMode::is_enabled()
+                       ? kiln::ops::linear(saved[0], saved[1],
+                                           saved[3].defined() ? OptTensor(saved[3]) : std::nullopt)
+                       : saved[2];
     return linear_grads(ctx, kiln::ops::gelu_backward(grad_outputs[0], z));
   }
 };
