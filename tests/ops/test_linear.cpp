@@ -276,18 +276,30 @@ TEST_CASE("linear on CUDA matches CPU for every dtype", "[ops][linear][cuda]") {
         auto in = sample(s, dtype);
         if (!bias) in.b = at::Tensor();
         const auto g = at::randn({s.B, s.N}).to(dtype);
-        const auto forward = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
-          const auto [y, z] = kiln::ops::linear_gelu_forward(t[0], t[1], opt(t[2]));
-          return {kiln::ops::linear(t[0], t[1], opt(t[2])), kiln::ops::linear_gelu(t[0], t[1], opt(t[2])),
-                  y, z};
+        // The matrix products (z, linear) and, apart, the GELU outputs of cuBLASLt's
+        // epilogue, whose tanh accuracy cuBLASLt does not document: 1e-3 relative at most.
+        const auto products = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+          return {kiln::ops::linear(t[0], t[1], opt(t[2])),
+                  std::get<1>(kiln::ops::linear_gelu_forward(t[0], t[1], opt(t[2])))};
         };
-        kiln::test::require_cuda_matches_cpu(forward, {in.x, in.w, in.b}, tolerance(dtype, s.K));
+        const auto gelus = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+          return {kiln::ops::linear_gelu(t[0], t[1], opt(t[2])),
+                  std::get<0>(kiln::ops::linear_gelu_forward(t[0], t[1], opt(t[2])))};
+        };
+        const auto tol = tolerance(dtype, s.K);
+        const Tolerance gelu_tol{std::max(tol.rtol, 1e-3), std::max(tol.atol, 1e-3)};
         // Transposed views of x and w reach cuBLASLt as transposed operands.
-        kiln::test::require_cuda_matches_cpu(
-            [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
-              return forward({t[0].t().contiguous().t(), t[1].t().contiguous().t(), t[2]});
-            },
-            {in.x, in.w, in.b}, tolerance(dtype, s.K));
+        const auto transposed = [](const std::vector<at::Tensor>& t) {
+          return std::vector<at::Tensor>{t[0].t().contiguous().t(), t[1].t().contiguous().t(), t[2]};
+        };
+        for (const bool transpose : {false, true}) {
+          INFO("transposed x and w: " << transpose);
+          const auto prep = [&](const std::vector<at::Tensor>& t) { return transpose ? transposed(t) : t; };
+          kiln::test::require_cuda_matches_cpu([&](const auto& t) { return products(prep(t)); },
+                                               {in.x, in.w, in.b}, tol);
+          kiln::test::require_cuda_matches_cpu([&](const auto& t) { return gelus(prep(t)); },
+                                               {in.x, in.w, in.b}, gelu_tol);
+        }
         const auto backward = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
           auto [dx, dw, db] = kiln::ops::linear_backward(t[0], t[1], t[2], bias);
           return bias ? std::vector<at::Tensor>{dx, dw, db} : std::vector<at::Tensor>{dx, dw};
