@@ -16,7 +16,7 @@ TORCH_LIBRARY(kiln, m) {
   m.def("bias_gelu(Tensor x, Tensor b) -> Tensor");
   m.def("bias_gelu_backward(Tensor grad, Tensor x, Tensor b) -> (Tensor, Tensor)");
   m.def("scaled_add(Tensor x, Tensor y, float alpha) -> Tensor");
-  m.def("scaled_add_backward(Tensor grad, float alpha) -> (Tensor, Tensor)");
+  m.def("scaled_add_backward(Tensor(a) grad, float alpha) -> (Tensor, Tensor(a))");
   m.def("linear(Tensor x, Tensor w, Tensor? b) -> Tensor");
   m.def("linear_gelu(Tensor x, Tensor w, Tensor? b) -> Tensor");
   m.def("linear_gelu_forward(Tensor x, Tensor w, Tensor? b) -> (Tensor, Tensor)");
