@@ -24,26 +24,26 @@ void MlpImpl::reset() {
   layers_ = register_module("layers", torch::nn::ModuleList());
   int64_t width = options.in_features();
   for (const int64_t h : options.hidden()) {
-    layers_->push_back(torch::nn::Linear(width, h));
+    layers_->push_back(Linear(width, h));
     width = h;
   }
-  layers_->push_back(torch::nn::Linear(width, options.out_features()));
+  layers_->push_back(Linear(width, options.out_features()));
 }
 
 void MlpImpl::reset_parameters() {
-  for (auto& layer : *layers_) layer->as<torch::nn::Linear>()->reset_parameters();
+  for (auto& layer : *layers_) layer->as<Linear>()->reset_parameters();
 }
 
 torch::Tensor MlpImpl::forward(torch::Tensor x) {
   x = x.flatten(1);  // (B, in_features)
   const size_t last = layers_->size() - 1;
   for (size_t i = 0; i < last; ++i) {
-    x = kiln::ops::relu(layers_[i]->as<torch::nn::Linear>()->forward(x));  // (B, hidden[i])
+    x = kiln::ops::relu(layers_[i]->as<Linear>()->forward(x));  // (B, hidden[i])
     if (options.dropout() > 0.0)
       x = torch::nn::functional::dropout(
           x, torch::nn::functional::DropoutFuncOptions().p(options.dropout()).training(is_training()));
   }
-  return layers_[last]->as<torch::nn::Linear>()->forward(x);  // (B, out_features)
+  return layers_[last]->as<Linear>()->forward(x);  // (B, out_features)
 }
 
 void MlpImpl::pretty_print(std::ostream& stream) const {

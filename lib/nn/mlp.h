@@ -3,10 +3,11 @@
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
 #include <vector>
+
+#include "nn/linear.h"
 
 namespace kiln::nn {
 
@@ -21,7 +22,7 @@ struct MlpOptions {
   TORCH_ARG(double, dropout) = 0.0;
 };
 
-/// Linear → kiln::relu (→ dropout) per hidden layer, then a linear head.
+/// kiln::nn::Linear → kiln::relu (→ dropout) per hidden layer, then a linear head.
 /// Example: kiln::nn::Mlp net(kiln::nn::MlpOptions(784, {512, 256}, 10));
 class MlpImpl : public torch::nn::Cloneable<MlpImpl> {
  public:

@@ -11,6 +11,7 @@
 
 #include "data/fashion_mnist.h"
 #include "data/loader.h"
+#include "ops/ops.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "util/error.h"
@@ -116,7 +117,7 @@ TrainResult train(const RunSpec& spec, TrainObserver& observer) {
       const auto batch = loader.batch(pos.batch);
       optimizer.zero_grad();
       const auto logits = model->forward(batch.x);  // (B, 10)
-      const auto loss = torch::nn::functional::cross_entropy(logits, batch.y);
+      const auto loss = kiln::ops::cross_entropy(logits, batch.y);
       loss.backward();
       optimizer.step();
       ++step;
