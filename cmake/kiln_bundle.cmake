@@ -1,7 +1,8 @@
 # Offline builds (scripts/gpu_check.sh on a machine that reaches no registry): the
 # header-only forms of kiln's dependencies from the folder `scripts/setup --bundle`
 # unpacked, instead of installed packages. spdlog, fmt and toml++ are used header
-# only; zlib is linked statically from the bundle's libz.a.
+# only; zlib comes from the bundle's headers and the machine's own libz.so.1
+# (every Linux with Python has one; Debian's libz.a is not position-independent).
 set(kiln_inc ${KILN_BUNDLE}/usr/include)
 if(NOT EXISTS ${KILN_BUNDLE}/.kiln-bundle)
   message(FATAL_ERROR "KILN_BUNDLE=${KILN_BUNDLE}: expected a folder made by "
@@ -21,7 +22,7 @@ kiln_bundle_target(nlohmann_json::nlohmann_json "")
 kiln_bundle_target(Catch2::Catch2 "")
 list(APPEND CMAKE_MODULE_PATH ${KILN_BUNDLE}/usr/lib/cmake/Catch2)
 
-file(GLOB kiln_libz ${KILN_BUNDLE}/usr/lib/*/libz.a)
-add_library(ZLIB::ZLIB STATIC IMPORTED GLOBAL)
-set_target_properties(ZLIB::ZLIB PROPERTIES IMPORTED_LOCATION ${kiln_libz}
+find_library(KILN_LIBZ NAMES z libz.so.1 REQUIRED)
+add_library(ZLIB::ZLIB SHARED IMPORTED GLOBAL)
+set_target_properties(ZLIB::ZLIB PROPERTIES IMPORTED_LOCATION ${KILN_LIBZ}
                                             INTERFACE_INCLUDE_DIRECTORIES ${kiln_inc})
