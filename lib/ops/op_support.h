@@ -91,3 +91,33 @@ inline char* elem_ptr(at::Tensor& t, int64_t i) {
 }
 
 }  // namespace kiln::ops
+
+namespace kiln::ops {
+
+/// The CPU Tensor function of a unary elementwise op: checks x, makes it
+/// contiguous, allocates, and runs kernel(dtype, x, out, n) over threads.
+/// Example: return cpu_unary("kiln::relu", "x", x, cpu::relu_forward_impl());
+template <typename Kernel>
+at::Tensor cpu_unary(std::string_view op, std::string_view name, const at::Tensor& x, Kernel kernel) {
+  auto e = elementwise(op, name, x);
+  const auto dtype = kernel_dtype(e.x);
+  parallel_chunks(e.x.numel(), [&](int64_t begin, int64_t end) {
+    kernel(dtype, elem_ptr(e.x, begin), elem_ptr(e.out, begin), end - begin);
+  });
+  return e.out;
+}
+
+/// The same for a binary elementwise op whose output is like `a`:
+/// kernel(dtype, a, b, out, n). Example: cpu_binary("kiln::relu_backward", "grad", g, "y", y, k)
+template <typename Kernel>
+at::Tensor cpu_binary(std::string_view op, std::string_view a_name, const at::Tensor& a,
+                      std::string_view b_name, const at::Tensor& b, Kernel kernel) {
+  auto e = elementwise(op, a_name, a, b_name, b);
+  const auto dtype = kernel_dtype(e.a);
+  parallel_chunks(e.a.numel(), [&](int64_t begin, int64_t end) {
+    kernel(dtype, elem_ptr(e.a, begin), elem_ptr(e.b, begin), elem_ptr(e.out, begin), end - begin);
+  });
+  return e.out;
+}
+
+}  // namespace kiln::ops

@@ -1,5 +1,6 @@
 // Vectorised CPU cross entropy on raw pointers, one row at a time; compiled once
 // per CPU capability (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
+#include "../cpu_dtype.h"
 #include "cross_entropy_kernel.h"
 
 #include <ATen/OpMathType.h>
@@ -103,16 +104,6 @@ void backward(const T* logits, const int64_t* target, const Acc<T>* lse, T* grad
     at::vec::map([l, sc](V v) { return (v - V(l)).exp_u20() * V(sc); }, g, x, classes);
     const int64_t t = target[r];
     g[t] = static_cast<T>((std::exp(static_cast<A>(x[t]) - l) - A(1)) * sc);
-  }
-}
-
-template <typename F>
-void by_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat: return f(float{});
-    case DType::kDouble: return f(double{});
-    case DType::kHalf: return f(c10::Half{});
-    case DType::kBFloat16: return f(c10::BFloat16{});
   }
 }
 

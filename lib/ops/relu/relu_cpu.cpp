@@ -1,6 +1,5 @@
-// CPU kernels of kiln::relu and kiln::relu_backward as registered Tensor
-// functions: check, make contiguous, allocate, split over threads, call the
-// vectorised raw kernel built for this CPU.
+// CPU kernels of kiln::relu and kiln::relu_backward as registered Tensor functions:
+// the shared elementwise runner around the vectorised kernel built for this CPU.
 #include <torch/library.h>
 
 #include "../op_support.h"
@@ -10,23 +9,11 @@ namespace kiln::ops {
 namespace {
 
 at::Tensor relu_cpu(const at::Tensor& x) {
-  auto e = elementwise("kiln::relu", "x", x);
-  const auto dtype = kernel_dtype(e.x);
-  const auto kernel = cpu::relu_forward_impl();
-  parallel_chunks(e.x.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(e.x, begin), elem_ptr(e.out, begin), end - begin);
-  });
-  return e.out;
+  return cpu_unary("kiln::relu", "x", x, cpu::relu_forward_impl());
 }
 
 at::Tensor relu_backward_cpu(const at::Tensor& grad, const at::Tensor& y) {
-  auto e = elementwise("kiln::relu_backward", "grad", grad, "y", y);
-  const auto dtype = kernel_dtype(e.a);
-  const auto kernel = cpu::relu_backward_impl();
-  parallel_chunks(e.a.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(e.a, begin), elem_ptr(e.b, begin), elem_ptr(e.out, begin), end - begin);
-  });
-  return e.out;
+  return cpu_binary("kiln::relu_backward", "grad", grad, "y", y, cpu::relu_backward_impl());
 }
 
 }  // namespace

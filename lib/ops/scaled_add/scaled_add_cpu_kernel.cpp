@@ -1,5 +1,6 @@
 // Vectorised CPU scaled_add on raw pointers; compiled once per CPU capability
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
+#include "../cpu_dtype.h"
 #include "scaled_add_kernel.h"
 
 #include <ATen/OpMathType.h>
@@ -26,16 +27,6 @@ template <typename T>
 void scale(const T* grad, T* out, int64_t n, double alpha) {
   using V = OpVec<T>;
   at::vec::map([alpha](V g) { return V(alpha) * g; }, out, grad, n);
-}
-
-template <typename F>
-void by_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat: return f(float{});
-    case DType::kDouble: return f(double{});
-    case DType::kHalf: return f(c10::Half{});
-    case DType::kBFloat16: return f(c10::BFloat16{});
-  }
 }
 
 }  // namespace

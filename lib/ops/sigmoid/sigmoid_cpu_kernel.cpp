@@ -1,5 +1,6 @@
 // Vectorised CPU sigmoid on raw pointers; compiled once per CPU capability
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
+#include "../cpu_dtype.h"
 #include "sigmoid_kernel.h"
 
 #include <ATen/OpMathType.h>
@@ -41,16 +42,6 @@ void backward(const T* grad, const T* s, T* grad_x, int64_t n, double beta, doub
         return at::vec::clamp(local, V(-clip), V(clip)) * g;
       },
       grad_x, grad, s, n);
-}
-
-template <typename F>
-void by_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat: return f(float{});
-    case DType::kDouble: return f(double{});
-    case DType::kHalf: return f(c10::Half{});
-    case DType::kBFloat16: return f(c10::BFloat16{});
-  }
 }
 
 }  // namespace
