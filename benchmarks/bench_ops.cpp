@@ -50,8 +50,15 @@ std::pair<double, double> measure(const Case& c, const at::Device& d, int rounds
   const int calls = std::max(1, static_cast<int>(min_ms * 1e6 / std::max(probe, 1.0)));
   std::vector<double> k, r;
   for (int i = 0; i < rounds; ++i) {
-    k.push_back(time_once(c.kiln, d, calls));
-    r.push_back(time_once(c.ref, d, calls));
+    // Alternate which side goes first, so neither always runs on a cache or clock
+    // state the other left behind.
+    if (i % 2 == 0) {
+      k.push_back(time_once(c.kiln, d, calls));
+      r.push_back(time_once(c.ref, d, calls));
+    } else {
+      r.push_back(time_once(c.ref, d, calls));
+      k.push_back(time_once(c.kiln, d, calls));
+    }
   }
   std::nth_element(k.begin(), k.begin() + k.size() / 2, k.end());
   std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
