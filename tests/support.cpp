@@ -10,11 +10,14 @@
 
 namespace kiln::test {
 
-bool cuda_available_or_skip(const std::string& why) {
-  if (torch::cuda::is_available()) return true;
+bool skip(const std::string& why) {
   std::cout << kSkipMarker << ": " << why << std::endl;
   WARN(kSkipMarker << ": " << why);
   return false;
+}
+
+bool cuda_available_or_skip(const std::string& why) {
+  return torch::cuda::is_available() || skip(why);
 }
 
 Closeness all_close(const at::Tensor& actual, const at::Tensor& expected, double rtol,

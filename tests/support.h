@@ -13,6 +13,10 @@ namespace kiln::test {
 /// ctest marks a test skipped when its output contains this (SKIP_REGULAR_EXPRESSION).
 inline constexpr const char* kSkipMarker = "KILN_TEST_SKIPPED";
 
+/// Reports the test as skipped (ctest reads the marker) and returns false, so a
+/// test can `if (!condition) return kiln::test::skip("why");`.
+bool skip(const std::string& why);
+
 /// True when a CUDA device is present; otherwise prints the skip marker so ctest
 /// reports the test as skipped, never as a silent pass.
 bool cuda_available_or_skip(const std::string& why = "no CUDA device");

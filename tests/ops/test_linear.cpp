@@ -61,10 +61,7 @@ bool gelu_built() {
 }
 
 bool gelu_built_or_skip() {
-  if (gelu_built()) return true;
-  std::cout << kiln::test::kSkipMarker << ": kiln::gelu_backward is not built" << std::endl;
-  WARN(kiln::test::kSkipMarker << ": kiln::gelu_backward is not built");
-  return false;
+  return gelu_built() || kiln::test::skip("kiln::gelu_backward is not built");
 }
 
 }  // namespace

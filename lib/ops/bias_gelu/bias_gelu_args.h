@@ -24,4 +24,21 @@ inline BiasGeluArgs bias_gelu_args(std::string_view op, const at::Tensor& x, con
   return {x.contiguous(), b.contiguous(), n ? x.numel() / n : 0, n};
 }
 
+struct BiasGeluBackwardArgs {
+  BiasGeluArgs in;
+  at::Tensor grad;          // contiguous, like x
+  at::Tensor dx;            // allocated, like x
+  at::ScalarType acc_type;  // db sums: float, or double for float64
+};
+
+/// The checks of bias_gelu plus grad (the shape, dtype and device of x).
+inline BiasGeluBackwardArgs bias_gelu_backward_args(const at::Tensor& grad, const at::Tensor& x,
+                                                    const at::Tensor& b) {
+  auto in = bias_gelu_args("kiln::bias_gelu_backward", x, b);
+  check_like("kiln::bias_gelu_backward", "x", x, "grad", grad);
+  auto dx = at::empty_like(in.x, at::MemoryFormat::Contiguous);
+  const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  return {std::move(in), grad.contiguous(), std::move(dx), acc_type};
+}
+
 }  // namespace kiln::ops

@@ -27,14 +27,13 @@ at::Tensor bias_gelu_cpu(const at::Tensor& x, const at::Tensor& b) {
 std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_cpu(const at::Tensor& grad,
                                                           const at::Tensor& x,
                                                           const at::Tensor& b) {
-  const auto a = bias_gelu_args("kiln::bias_gelu_backward", x, b);
-  check_like("kiln::bias_gelu_backward", "x", x, "grad", grad);
-  const auto g = grad.contiguous();
-  auto dx = at::empty_like(a.x, at::MemoryFormat::Contiguous);
-  const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  auto args = bias_gelu_backward_args(grad, x, b);
+  const auto& a = args.in;
+  const auto& g = args.grad;
+  auto& dx = args.dx;
   const int64_t per_chunk = rows_per_chunk(a.n);
   const int64_t chunks = std::max<int64_t>(1, (a.rows + per_chunk - 1) / per_chunk);
-  auto partial = at::zeros({chunks, a.n}, x.options().dtype(acc_type));  // (chunks, n)
+  auto partial = at::zeros({chunks, a.n}, x.options().dtype(args.acc_type));  // (chunks, n)
   const auto dtype = kernel_dtype(a.x);
   const auto kernel = cpu::bias_gelu_backward_impl();
   at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {

@@ -24,16 +24,15 @@ at::Tensor bias_gelu_cuda(const at::Tensor& x, const at::Tensor& b) {
 std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_cuda(const at::Tensor& grad,
                                                            const at::Tensor& x,
                                                            const at::Tensor& b) {
-  const auto a = bias_gelu_args("kiln::bias_gelu_backward", x, b);
-  check_like("kiln::bias_gelu_backward", "x", x, "grad", grad);
+  auto args = bias_gelu_backward_args(grad, x, b);
+  const auto& a = args.in;
+  const auto& g = args.grad;
+  auto& dx = args.dx;
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const auto g = grad.contiguous();
-  auto dx = at::empty_like(a.x, at::MemoryFormat::Contiguous);
   auto db = at::zeros_like(a.b);
   if (a.x.numel() == 0) return {dx, db};
-  const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   auto partial = at::empty({cuda::bias_gelu_backward_row_blocks(a.rows, a.n), a.n},
-                           x.options().dtype(acc_type));
+                           x.options().dtype(args.acc_type));
   cuda::bias_gelu_backward(kernel_dtype(a.x), g.const_data_ptr(), a.x.const_data_ptr(),
                            a.b.const_data_ptr(), dx.data_ptr(), partial.data_ptr(), db.data_ptr(),
                            a.rows, a.n, c10::cuda::getCurrentCUDAStream());
