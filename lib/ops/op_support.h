@@ -9,6 +9,7 @@
 
 #include <string_view>
 
+#include "cpu_memory.h"
 #include "kernel_types.h"
 
 namespace kiln::ops {
@@ -49,6 +50,14 @@ inline DType kernel_dtype(const at::Tensor& t) {
   }
 }
 
+/// A contiguous output like `t`, on huge pages when it is a large CPU tensor.
+/// Example: auto y = output_like(x);
+inline at::Tensor output_like(const at::Tensor& t) {
+  auto out = at::empty_like(t, at::MemoryFormat::Contiguous);
+  advise_huge_pages(out);
+  return out;
+}
+
 /// The contiguous inputs of an elementwise op and its freshly allocated output.
 struct Elementwise1 {
   at::Tensor x, out;
@@ -61,7 +70,7 @@ struct Elementwise2 {
 inline Elementwise1 elementwise(std::string_view op, std::string_view name, const at::Tensor& x) {
   check_floating(op, name, x);
   auto xc = x.contiguous();
-  auto out = at::empty_like(xc, at::MemoryFormat::Contiguous);
+  auto out = output_like(xc);
   return {std::move(xc), std::move(out)};
 }
 
@@ -72,7 +81,7 @@ inline Elementwise2 elementwise(std::string_view op, std::string_view a_name, co
   check_floating(op, a_name, a);
   check_like(op, a_name, a, b_name, b);
   auto ac = a.contiguous();
-  auto out = at::empty_like(ac, at::MemoryFormat::Contiguous);
+  auto out = output_like(ac);
   return {std::move(ac), b.contiguous(), std::move(out)};
 }
 

@@ -36,7 +36,7 @@ inline BiasGeluBackwardArgs bias_gelu_backward_args(const at::Tensor& grad, cons
                                                     const at::Tensor& b) {
   auto in = bias_gelu_args("kiln::bias_gelu_backward", x, b);
   check_like("kiln::bias_gelu_backward", "x", x, "grad", grad);
-  auto dx = at::empty_like(in.x, at::MemoryFormat::Contiguous);
+  auto dx = output_like(in.x);
   const auto acc_type = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   return {std::move(in), grad.contiguous(), std::move(dx), acc_type};
 }

@@ -15,7 +15,7 @@ int64_t rows_per_chunk(int64_t n) { return std::max<int64_t>(1, kElementwiseGrai
 
 at::Tensor bias_gelu_cpu(const at::Tensor& x, const at::Tensor& b) {
   const auto a = bias_gelu_args("kiln::bias_gelu", x, b);
-  auto y = at::empty_like(a.x, at::MemoryFormat::Contiguous);
+  auto y = output_like(a.x);
   const auto dtype = kernel_dtype(a.x);
   const auto kernel = cpu::bias_gelu_forward_impl();
   at::parallel_for(0, a.rows, rows_per_chunk(a.n), [&](int64_t r0, int64_t r1) {

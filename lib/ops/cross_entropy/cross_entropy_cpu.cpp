@@ -49,7 +49,7 @@ at::Tensor cross_entropy_backward_cpu(const at::Tensor& grad, const at::Tensor& 
   const char* op = "kiln::cross_entropy_backward";
   const auto a = cross_entropy_args(op, logits, target);
   check_cross_entropy_backward(op, grad, lse, a);
-  auto out = at::empty_like(a.logits, at::MemoryFormat::Contiguous);
+  auto out = output_like(a.logits);
   if (a.rows == 0) return out;
   const auto lc = lse.contiguous();
   const double scale = grad.item<double>() / static_cast<double>(a.rows);

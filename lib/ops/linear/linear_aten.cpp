@@ -4,6 +4,7 @@
 #include "linear_aten.h"
 
 #include <ATen/ops/addmm.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
@@ -54,10 +55,14 @@ void check_backward(std::string_view op, const at::Tensor& grad, const at::Tenso
 }
 
 // z: (B, N) = x: (B, K) · wᵀ: (K, N) + b: (N) broadcast over rows.
+// The output goes on huge pages when it is large (cpu_memory.h), written by the
+// library's GEMM in place.
 at::Tensor forward_aten(const at::Tensor& x, const at::Tensor& w,
                         const std::optional<at::Tensor>& b) {
-  if (b && b->defined()) return at::addmm(*b, x, w.t());
-  return at::mm(x, w.t());
+  auto z = at::empty({x.size(0), w.size(0)}, x.options());
+  advise_huge_pages(z);
+  if (b && b->defined()) return at::addmm_out(z, *b, x, w.t());
+  return at::mm_out(z, x, w.t());
 }
 
 std::tuple<at::Tensor, at::Tensor> gelu_forward_aten(const at::Tensor& x, const at::Tensor& w,
@@ -76,8 +81,10 @@ at::Tensor gelu_aten(const at::Tensor& x, const at::Tensor& w, const std::option
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_aten(const at::Tensor& grad,
                                                              const at::Tensor& x,
                                                              const at::Tensor& w, bool has_bias) {
-  auto dx = at::mm(grad, w);
-  auto dw = at::mm(grad.t(), x);
+  auto dx = output_like(x);
+  at::mm_out(dx, grad, w);
+  auto dw = output_like(w);
+  at::mm_out(dw, grad.t(), x);
   auto db = has_bias ? at::sum(grad, 0) : at::Tensor();
   return {std::move(dx), std::move(dw), std::move(db)};
 }

@@ -1,0 +1,32 @@
+// Huge-page advice for large CPU outputs. A fresh output of tens of MiB comes from
+// mmap (glibc serves big allocations that way and unmaps them on free), so each
+// call of an op pays one page fault per 4 KiB page it writes, and with the system's
+// transparent huge pages set to "madvise" (Debian's default) nothing changes that
+// unless the memory is advised. PyTorch has the same switch for its whole CPU
+// allocator (THP_MEM_ALLOC_ENABLE=1); kiln applies it to the outputs of its own ops.
+#include "ops/cpu_memory.h"
+
+#include <cstdint>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace kiln::ops {
+
+void advise_huge_pages(const at::Tensor& t) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  if (!t.defined() || !t.is_cpu() || t.nbytes() < 2 * kHuge) return;
+  const auto begin = reinterpret_cast<uintptr_t>(t.storage().data());
+  const uintptr_t end = begin + t.storage().nbytes();
+  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = end & ~(kHuge - 1);
+  // Advice only: a kernel without THP says EINVAL and the pages stay small.
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)t;
+#endif
+}
+
+}  // namespace kiln::ops
