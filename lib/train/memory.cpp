@@ -1,0 +1,248 @@
+// Process, heap and model memory, the activation probe and the report's two
+// formats; the CUDA allocator's side is in memory_cuda.cpp.
+#include "train/memory.h"
+
+#include <malloc.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "optim/adamw.h"
+
+namespace kiln::train {
+namespace {
+
+// The value of a "Name:   1234 kB" line of /proc/self/status, in bytes.
+std::optional<int64_t> status_kib_field(const std::string& line, const char* name) {
+  const std::string prefix = std::string(name) + ":";
+  if (line.rfind(prefix, 0) != 0) return std::nullopt;
+  return std::stoll(line.substr(prefix.size())) * 1024;
+}
+
+struct StateRegistry {
+  std::mutex mutex;
+  std::unordered_map<std::type_index, StateTensors> visitors;
+};
+
+std::vector<at::Tensor> defined(std::initializer_list<at::Tensor> tensors) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : tensors)
+    if (t.defined()) out.push_back(t);
+  return out;
+}
+
+StateRegistry& registry() {
+  static StateRegistry* r = [] {
+    auto* r = new StateRegistry;
+    const auto add = [r](std::type_index type, StateTensors f) { r->visitors[type] = std::move(f); };
+    add(typeid(optim::AdamWParamState), [](const auto& base) {
+      const auto& s = static_cast<const optim::AdamWParamState&>(base);
+      return defined({s.exp_avg(), s.exp_avg_sq()});
+    });
+    add(typeid(torch::optim::AdamParamState), [](const auto& base) {
+      const auto& s = static_cast<const torch::optim::AdamParamState&>(base);
+      return defined({s.exp_avg(), s.exp_avg_sq(), s.max_exp_avg_sq()});
+    });
+    add(typeid(torch::optim::AdamWParamState), [](const auto& base) {
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(base);
+      return defined({s.exp_avg(), s.exp_avg_sq(), s.max_exp_avg_sq()});
+    });
+    add(typeid(torch::optim::SGDParamState), [](const auto& base) {
+      return defined({static_cast<const torch::optim::SGDParamState&>(base).momentum_buffer()});
+    });
+    add(typeid(torch::optim::AdagradParamState), [](const auto& base) {
+      return defined({static_cast<const torch::optim::AdagradParamState&>(base).sum()});
+    });
+    add(typeid(torch::optim::RMSpropParamState), [](const auto& base) {
+      const auto& s = static_cast<const torch::optim::RMSpropParamState&>(base);
+      return defined({s.square_avg(), s.momentum_buffer(), s.grad_avg()});
+    });
+    add(typeid(torch::optim::LBFGSParamState), [](const auto& base) {
+      const auto& s = static_cast<const torch::optim::LBFGSParamState&>(base);
+      auto out = defined({s.d(), s.H_diag(), s.prev_flat_grad()});
+      for (const auto* q : {&s.old_dirs(), &s.old_stps(), &s.ro()})
+        for (const auto& t : *q)
+          if (t.defined()) out.push_back(t);
+      if (s.al())
+        for (const auto& t : *s.al())
+          if (t.defined()) out.push_back(t);
+      return out;
+    });
+    return r;
+  }();
+  return *r;
+}
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+}  // namespace
+
+ProcessMemory process_memory() {
+  std::ifstream in("/proc/self/status");
+  TORCH_CHECK(in, "process_memory: cannot read /proc/self/status");
+  std::optional<int64_t> rss, peak;
+  for (std::string line; std::getline(in, line);) {
+    if (auto v = status_kib_field(line, "VmRSS")) rss = v;
+    if (auto v = status_kib_field(line, "VmHWM")) peak = v;
+  }
+  TORCH_CHECK(rss && peak, "process_memory: /proc/self/status has no VmRSS or VmHWM line");
+  return {*rss, *peak};
+}
+
+int64_t heap_bytes_in_use() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+}
+
+int64_t storage_bytes(const std::vector<at::Tensor>& tensors) {
+  std::unordered_set<const void*> seen;
+  int64_t bytes = 0;
+  for (const auto& t : tensors) {
+    if (!t.defined() || !t.has_storage()) continue;
+    const auto* impl = t.storage().unsafeGetStorageImpl();
+    if (seen.insert(impl).second) bytes += static_cast<int64_t>(t.storage().nbytes());
+  }
+  return bytes;
+}
+
+void register_optimizer_state_tensors(std::type_index type, StateTensors tensors) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.visitors[type] = std::move(tensors);
+}
+
+ModelMemory model_memory(const torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> params, grads, state;
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params()) {
+      params.push_back(p);
+      if (p.grad().defined()) grads.push_back(p.grad());
+    }
+  ModelMemory m;
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& [key, s] : optimizer.state()) {
+    if (!s) continue;
+    const auto it = r.visitors.find(typeid(*s));
+    if (it == r.visitors.end()) {
+      ++m.uncounted_optimizer_states;
+      continue;
+    }
+    for (auto& t : it->second(*s)) state.push_back(std::move(t));
+  }
+  m.parameter_bytes = storage_bytes(params);
+  m.gradient_bytes = storage_bytes(grads);
+  m.optimizer_state_bytes = storage_bytes(state);
+  return m;
+}
+
+ActivationProbe::ActivationProbe(c10::Device device) : device_(device) {
+  if (device_.is_cuda()) {
+    const int index = device_.has_index() ? device_.index() : 0;
+    reset_cuda_peak_memory(index);
+    const auto c = cuda_memory(index);
+    TORCH_CHECK(c, "ActivationProbe: expected a usable CUDA device, got ", device_);
+    start_ = c->allocated_bytes;
+  } else {
+    TORCH_CHECK(device_.is_cpu(), "ActivationProbe: expected a cpu or cuda device, got ", device_);
+    start_ = heap_bytes_in_use();
+  }
+}
+
+void ActivationProbe::forward_done() {
+  if (device_.is_cpu()) after_forward_ = heap_bytes_in_use() - start_;
+}
+
+int64_t ActivationProbe::bytes() const {
+  if (device_.is_cuda()) {
+    const auto c = cuda_memory(device_.has_index() ? device_.index() : 0);
+    TORCH_CHECK(c, "ActivationProbe: the CUDA device went away");
+    return std::max<int64_t>(0, c->peak_allocated_bytes - start_);
+  }
+  TORCH_CHECK(after_forward_, "ActivationProbe: on CPU, call forward_done() after forward");
+  return std::max<int64_t>(0, *after_forward_);
+}
+
+std::string MemoryReport::table() const {
+  std::ostringstream out;
+  char line[160];
+  const auto row = [&](const char* name, int64_t bytes, const std::string& note = "") {
+    std::snprintf(line, sizeof line, "  %-24s %12.1f MiB%s\n", name, mib(bytes), note.c_str());
+    out << line;
+  };
+  out << "memory at step " << step << "\n";
+  row("resident (RSS)", process.rss_bytes);
+  row("resident peak", process.peak_rss_bytes);
+  row("heap in use", heap_bytes);
+  row("parameters", model.parameter_bytes);
+  row("gradients", model.gradient_bytes);
+  row("optimizer state", model.optimizer_state_bytes,
+      model.uncounted_optimizer_states
+          ? c10::str("  (", model.uncounted_optimizer_states, " states of unknown type not counted)")
+          : "");
+  if (activation_peak_bytes) row("activations (step peak)", *activation_peak_bytes);
+  if (cuda) {
+    row("cuda allocated", cuda->allocated_bytes);
+    row("cuda reserved", cuda->reserved_bytes);
+    row("cuda peak allocated", cuda->peak_allocated_bytes);
+    row("cuda peak reserved", cuda->peak_reserved_bytes);
+    row("cuda device total", cuda->total_bytes);
+    std::snprintf(line, sizeof line, "  %-24s %12lld\n  %-24s %12lld\n", "cuda alloc retries",
+                  static_cast<long long>(cuda->alloc_retries), "cuda OOMs",
+                  static_cast<long long>(cuda->ooms));
+    out << line;
+  }
+  return out.str();
+}
+
+nlohmann::json MemoryReport::json() const {
+  nlohmann::json j = {
+      {"step", step},
+      {"rss_bytes", process.rss_bytes},
+      {"peak_rss_bytes", process.peak_rss_bytes},
+      {"heap_bytes", heap_bytes},
+      {"parameter_bytes", model.parameter_bytes},
+      {"gradient_bytes", model.gradient_bytes},
+      {"optimizer_state_bytes", model.optimizer_state_bytes},
+      {"uncounted_optimizer_states", model.uncounted_optimizer_states},
+      {"activation_peak_bytes",
+       activation_peak_bytes ? nlohmann::json(*activation_peak_bytes) : nlohmann::json(nullptr)},
+  };
+  if (cuda)
+    j["cuda"] = {{"device", cuda->device},
+                 {"allocated_bytes", cuda->allocated_bytes},
+                 {"reserved_bytes", cuda->reserved_bytes},
+                 {"peak_allocated_bytes", cuda->peak_allocated_bytes},
+                 {"peak_reserved_bytes", cuda->peak_reserved_bytes},
+                 {"alloc_retries", cuda->alloc_retries},
+                 {"ooms", cuda->ooms},
+                 {"total_bytes", cuda->total_bytes}};
+  else
+    j["cuda"] = nullptr;
+  return j;
+}
+
+MemoryReport memory_report(int64_t step, const torch::optim::Optimizer& optimizer,
+                           c10::Device device, std::optional<int64_t> activation_peak_bytes) {
+  MemoryReport r;
+  r.step = step;
+  r.process = process_memory();
+  r.heap_bytes = heap_bytes_in_use();
+  r.model = model_memory(optimizer);
+  r.activation_peak_bytes = activation_peak_bytes;
+  if (device.is_cuda()) r.cuda = cuda_memory(device.has_index() ? device.index() : 0);
+  return r;
+}
+
+}  // namespace kiln::train
