@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with a GPU, builds kiln against the torch of that
 # machine's Python, runs the whole test suite (the CUDA tests included) and the
-# CUDA op benchmarks, and writes every figure under OUTDIR (default gpu-results/).
+# CUDA op benchmarks and the activation-checkpointing memory benchmark, and writes
+# every figure under OUTDIR (default gpu-results/).
 #
 #   scripts/gpu_check.sh [OUTDIR]
 #
@@ -49,5 +50,10 @@ grep -E "tests passed|tests failed|Skipped|\\*\\*\\*Failed" "$out/ctest.txt" | t
     --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
 bench_rc=$?
 cat "$out/bench_cuda.txt"
+
+# Activation checkpointing: the 50 x 1024 model plain against checkpointed every 5.
+"$build/bin/kiln_bench_memory" --device cuda --json "$out/bench_memory_cuda.json" \
+    > "$out/bench_memory_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_memory_cuda.txt"
 echo "tests rc $tests_rc, benchmarks rc $bench_rc" | tee -a "$out/summary.txt"
 exit $(( tests_rc || bench_rc ))
