@@ -4,14 +4,10 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <cxxopts.hpp>
-#include <malloc.h>
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#if defined(KILN_WITH_CUDA)
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -21,37 +17,26 @@
 
 #include "nn/deep_mlp.h"
 #include "ops/ops.h"
+#include "train/memory.h"
 
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-// Bytes the process's heap holds for live allocations: glibc's arena chunks in use
-// plus its mmap'ed blocks (libtorch's CPU allocator allocates through malloc).
-int64_t cpu_heap_in_use() {
-  const struct mallinfo2 m = mallinfo2();
-  return static_cast<int64_t>(m.uordblks + m.hblkhd);
-}
 
 void sync(const at::Device& d) {
   if (d.is_cuda()) torch::cuda::synchronize();
 }
 
 struct StepFigures {
-  double ns = 0;            // forward + backward
-  int64_t held_bytes = 0;   // allocated after forward minus before it: the saved activations
-  int64_t peak_bytes = -1;  // CUDA: the allocator's peak during the step minus before it
+  double ns = 0;                 // forward + backward
+  int64_t held_bytes = 0;        // allocated after forward minus before it: the saved activations
+  int64_t activation_bytes = 0;  // kiln::train::ActivationProbe: CPU as held; CUDA the step's peak
 };
 
-// Bytes allocated now: the CUDA caching allocator's count, or the CPU heap's.
-int64_t allocated_now([[maybe_unused]] const at::Device& device) {
-#if defined(KILN_WITH_CUDA)
-  if (device.is_cuda())
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-        .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-        .current;
-#endif
-  return cpu_heap_in_use();
+// Bytes allocated now on the device: the CUDA caching allocator's count or the CPU heap's.
+int64_t allocated_now(const at::Device& device) {
+  if (device.is_cuda()) return kiln::train::cuda_memory(device.index())->allocated_bytes;
+  return kiln::train::heap_bytes_in_use();
 }
 
 // One training step with memory measured around it. The gradients already exist
@@ -62,23 +47,16 @@ StepFigures step(kiln::nn::DeepMlp& net, const at::Tensor& x, const at::Tensor& 
   net->zero_grad(/*set_to_none=*/false);
   sync(device);
   StepFigures f;
-#if defined(KILN_WITH_CUDA)
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-#endif
+  kiln::train::ActivationProbe probe(device);
   const int64_t before = allocated_now(device);
   const auto t0 = std::chrono::steady_clock::now();
   auto loss = kiln::ops::cross_entropy(net->forward(x), target);
+  probe.forward_done();
   f.held_bytes = allocated_now(device) - before;
   loss.backward();
   sync(device);
   f.ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-#if defined(KILN_WITH_CUDA)
-  if (device.is_cuda())
-    f.peak_bytes = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-                       .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-                       .peak -
-                   before;
-#endif
+  f.activation_bytes = probe.bytes();
   return f;
 }
 
@@ -109,7 +87,8 @@ int run(int argc, char** argv) {
     std::puts(options.help().c_str());
     return 0;
   }
-  const at::Device device(args["device"].as<std::string>());
+  at::Device device(args["device"].as<std::string>());
+  if (device.is_cuda() && !device.has_index()) device = at::Device(at::kCUDA, 0);
   if (device.is_cuda() && !torch::cuda::is_available()) {
     std::fprintf(stderr, "kiln_bench_memory: --device cuda: no CUDA device is visible\n");
     return 2;
@@ -166,11 +145,11 @@ int run(int argc, char** argv) {
   };
   const double plain_ns = med(p, &StepFigures::ns), ckpt_ns = med(c, &StepFigures::ns);
   const double plain_held = med(p, &StepFigures::held_bytes), ckpt_held = med(c, &StepFigures::held_bytes);
-  const double plain_peak = med(p, &StepFigures::peak_bytes), ckpt_peak = med(c, &StepFigures::peak_bytes);
-  // The headline: on CUDA the step's peak (it includes one segment's recomputation),
-  // on CPU what forward leaves held (glibc keeps no peak).
-  const bool peak = device.is_cuda();
-  const double memory_ratio = peak ? ckpt_peak / plain_peak : ckpt_held / plain_held;
+  const double plain_act = med(p, &StepFigures::activation_bytes), ckpt_act = med(c, &StepFigures::activation_bytes);
+  // The headline is ActivationProbe's figure, the one training runs report: on CUDA
+  // the step's peak (it includes one segment's recomputation), on CPU what forward
+  // leaves held (glibc keeps no peak).
+  const double memory_ratio = ckpt_act / plain_act;
   const double time_ratio = ckpt_ns / plain_ns;
   const int threads = device.is_cuda() ? 0 : at::get_num_threads();
 
@@ -179,25 +158,25 @@ int run(int argc, char** argv) {
               static_cast<long long>(layers), static_cast<long long>(width), static_cast<long long>(batch),
               static_cast<long long>(every), device.str().c_str(), dname.c_str(), threads, rounds);
   std::printf("%-14s %18s %18s %10s\n", "", "held after fwd MiB", "peak in step MiB", "step ms");
-  auto line = [&](const char* name, double held, double pk, double t) {
-    char pk_text[32] = "-";
-    if (peak) std::snprintf(pk_text, sizeof pk_text, "%.1f", pk / kMiB);
-    std::printf("%-14s %18.1f %18s %10.1f\n", name, held / kMiB, pk_text, t / 1e6);
+  auto line = [&](const char* name, double held, double act, double t) {
+    char peak[32] = "-";
+    if (device.is_cuda()) std::snprintf(peak, sizeof peak, "%.1f", act / kMiB);
+    std::printf("%-14s %18.1f %18s %10.1f\n", name, held / kMiB, peak, t / 1e6);
   };
-  line("plain", plain_held, plain_peak, plain_ns);
-  line("checkpointed", ckpt_held, ckpt_peak, ckpt_ns);
+  line("plain", plain_held, plain_act, plain_ns);
+  line("checkpointed", ckpt_held, ckpt_act, ckpt_ns);
   std::printf("ckpt / plain: activation memory %.3f (%s; goal <= 0.30), step time %.3f (goal <= 1.35)\n",
-              memory_ratio, peak ? "peak in step" : "held after forward", time_ratio);
+              memory_ratio, device.is_cuda() ? "peak in step" : "held after forward", time_ratio);
 
   if (const auto path = args["json"].as<std::string>(); !path.empty()) {
-    nlohmann::json row = {
+    const nlohmann::json row = {
         {"op", "deep_mlp_checkpoint"}, {"pass", "step"}, {"device", device.str()}, {"dtype", dname},
         {"size", batch * width}, {"threads", threads}, {"kiln_ns", ckpt_ns}, {"ref_ns", plain_ns},
         {"ratio", plain_ns / ckpt_ns}, {"layers", layers}, {"width", width}, {"batch", batch},
         {"checkpoint_every", every}, {"kiln_held_bytes", ckpt_held}, {"ref_held_bytes", plain_held},
-        {"memory_measure", peak ? "peak" : "held"}, {"memory_ratio", memory_ratio},
-        {"step_time_ratio", time_ratio}};
-    if (peak) row["kiln_peak_bytes"] = ckpt_peak, row["ref_peak_bytes"] = plain_peak;
+        {"kiln_activation_bytes", ckpt_act}, {"ref_activation_bytes", plain_act},
+        {"activation_measure", device.is_cuda() ? "peak in step" : "held after forward"},
+        {"memory_ratio", memory_ratio}, {"step_time_ratio", time_ratio}};
     std::ofstream(path) << nlohmann::json::array({row}).dump(1) << '\n';
   }
   return 0;

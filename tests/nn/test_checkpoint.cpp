@@ -8,6 +8,7 @@
 #include "nn/deep_mlp.h"
 #include "ops/ops.h"
 #include "support.h"
+#include "train/amp.h"
 
 using kiln::nn::DeepMlp;
 using kiln::nn::DeepMlpOptions;
@@ -62,19 +63,6 @@ void require_same_step(const Step& ckpt, const Step& plain) {
 
 at::Tensor cpu_rng_state() { return at::detail::getDefaultCPUGenerator().get_state(); }
 
-// Turns CPU autocast to bfloat16 on for a scope, as torch.autocast("cpu") does.
-struct CpuAutocastBf16 {
-  CpuAutocastBf16() {
-    at::autocast::set_autocast_enabled(at::kCPU, true);
-    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-    at::autocast::increment_nesting();
-  }
-  ~CpuAutocastBf16() {
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(at::kCPU, false);
-  }
-};
-
 }  // namespace
 
 TEST_CASE("a checkpointed DeepMlp gives the plain model's outputs and gradients with dropout on",
@@ -126,7 +114,7 @@ TEST_CASE("the recomputation runs under the forward's autocast state (bf16 on CP
     b.mutable_grad() = at::Tensor();
     at::Tensor y;
     {
-      CpuAutocastBf16 autocast;
+      kiln::train::AutocastGuard autocast(at::kCPU, at::kBFloat16);
       y = checkpointed ? kiln::nn::checkpoint(fn, x) : fn(x);
     }
     y.to(at::kFloat).square().sum().backward();  // backward outside the autocast region
