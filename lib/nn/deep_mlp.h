@@ -37,12 +37,15 @@ const std::vector<std::string>& deep_mlp_activations();
 /// input: Linear(in, width) → act → dropout; layers.i: Linear(width, width) → act →
 /// dropout, i < layers; output: Linear(width, out). Parameter names are stable for
 /// checkpoints: input.weight, input.bias, layers.0.weight, …, output.bias.
+/// Hidden and input layers start He-initialised (normal, 2/fan_in) with zero bias, so
+/// the signal survives 50 layers; the head is initialised as torch::nn::Linear.
 /// Checkpointing changes memory and time only: outputs and gradients are the same.
 /// Example: kiln::nn::DeepMlp net(kiln::nn::DeepMlpOptions(784, 10).checkpoint_every(5));
 class DeepMlpImpl : public torch::nn::Cloneable<DeepMlpImpl> {
  public:
   explicit DeepMlpImpl(DeepMlpOptions options);
   void reset() override;
+  /// He-normal weights and zero biases before each activation; the head as torch::nn::Linear.
   void reset_parameters();
   /// x: (B, …) flattened to (B, in_features) → (B, out_features)
   torch::Tensor forward(torch::Tensor x);
