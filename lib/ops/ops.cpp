@@ -24,6 +24,9 @@ TORCH_LIBRARY(kiln, m) {
   m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor");
   m.def("cross_entropy_forward(Tensor logits, Tensor target) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse) -> Tensor");
+  m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, "
+        "Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, "
+        "float eps, int step) -> ()");
 }
 
 namespace kiln::ops {
@@ -104,6 +107,17 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
   KILN_CALL(cross_entropy_backward,
             Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&), grad, logits,
             target, lse);
+}
+
+void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                  at::TensorList exp_avg_sqs, double lr, double beta1, double beta2,
+                  double weight_decay, double eps, int64_t step) {
+  // With every list empty the dispatcher has no tensor to pick a kernel by; the
+  // kernels check that the lists have one length.
+  if (params.empty() && grads.empty() && exp_avgs.empty() && exp_avg_sqs.empty()) return;
+  using TL = at::TensorList;
+  KILN_CALL(fused_adamw_, void(TL, TL, TL, TL, double, double, double, double, double, int64_t),
+            params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, weight_decay, eps, step);
 }
 
 #undef KILN_CALL

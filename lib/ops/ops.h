@@ -62,6 +62,18 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy_forward(const at::Tensor& logit
 at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits,
                                   const at::Tensor& target, const at::Tensor& lse);
 
+/// One AdamW step, in place, over lists of tensors of one dtype and device
+/// (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i] of one shape), with the
+/// arithmetic of torch::optim::AdamW: p ← p·(1−lr·λ); m ← β1·m + (1−β1)·g;
+/// v ← β2·v + (1−β2)·g²; p ← p − lr/(1−β1ᵗ)·m/(√v/√(1−β2ᵗ) + eps), t = step (≥ 1, the
+/// count including this update; tensors at different steps need separate calls).
+/// One pass per tensor on CPU (vectorised, threads over all tensors' elements);
+/// one CUDA launch per 64 tensors. Not differentiable: call it under NoGradGuard.
+/// Example: kiln::ops::fused_adamw_(ps, gs, ms, vs, 1e-3, 0.9, 0.999, 1e-2, 1e-8, step);
+void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                  at::TensorList exp_avg_sqs, double lr, double beta1, double beta2,
+                  double weight_decay, double eps, int64_t step);
+
 /// True when the CUDA kernels were compiled into this build.
 bool built_with_cuda();
 

@@ -1,12 +1,16 @@
-// kiln::optim::AdamW: the update (the same arithmetic as torch::optim::AdamW, in
-// plain ATen; the fused kernel replaces it later) and checked state save/load.
+// kiln::optim::AdamW: the update (the arithmetic of torch::optim::AdamW, run by the
+// fused kernel kiln::ops::fused_adamw_ once per bucket of tensors) and checked
+// state save/load.
 #include "optim/adamw.h"
 
 #include "optim/group_options.h"
 
 #include <torch/serialize/archive.h>
 
-#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "ops/ops.h"
 
 namespace kiln::optim {
 namespace {
@@ -21,6 +25,11 @@ void check_options(const AdamWOptions& o, const std::string& where) {
   TORCH_CHECK(o.weight_decay() >= 0, where, "weight_decay: expected >= 0, got ",
               o.weight_decay());
 }
+
+// The tensors of one fused call.
+struct Bucket {
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+};
 
 std::string key(const char* what, size_t g) { return c10::str("group", g, "_", what); }
 std::string key(const char* what, size_t g, size_t i) {
@@ -62,6 +71,10 @@ torch::Tensor AdamW::step(LossClosure closure) {
   }
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const AdamWOptions&>(group.options());
+    // One fused call per (device, dtype, step) of this group: the kernel takes one
+    // dtype and device per call and one step for its bias corrections (steps differ
+    // only for parameters that got their first gradient late).
+    std::map<std::tuple<int, int, at::ScalarType, int64_t>, Bucket> buckets;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const auto& grad = p.grad();
@@ -76,18 +89,14 @@ torch::Tensor AdamW::step(LossClosure closure) {
       }
       auto& s = static_cast<AdamWParamState&>(*slot);
       s.step(s.step() + 1);
-
-      // Decoupled weight decay: p ← p·(1 − lr·λ), separate from the gradient.
-      if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
-      // m ← β1·m + (1−β1)·g ;  v ← β2·v + (1−β2)·g²
-      s.exp_avg().mul_(o.beta1()).add_(grad, 1 - o.beta1());
-      s.exp_avg_sq().mul_(o.beta2()).addcmul_(grad, grad, 1 - o.beta2());
-      // p ← p − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)
-      const double bias_correction1 = 1 - std::pow(o.beta1(), s.step());
-      const double bias_correction2 = 1 - std::pow(o.beta2(), s.step());
-      const auto denom = (s.exp_avg_sq().sqrt() / std::sqrt(bias_correction2)).add_(o.eps());
-      p.addcdiv_(s.exp_avg(), denom, -o.lr() / bias_correction1);
+      const auto device = p.device();
+      auto& b = buckets[{static_cast<int>(device.type()), device.index(), p.scalar_type(), s.step()}];
+      b.params.push_back(p), b.grads.push_back(grad);
+      b.exp_avgs.push_back(s.exp_avg()), b.exp_avg_sqs.push_back(s.exp_avg_sq());
     }
+    for (const auto& [id, b] : buckets)
+      kiln::ops::fused_adamw_(b.params, b.grads, b.exp_avgs, b.exp_avg_sqs, o.lr(), o.beta1(),
+                              o.beta2(), o.weight_decay(), o.eps(), std::get<3>(id));
   }
   return loss;
 }
