@@ -1,22 +1,9 @@
 // The registry of benchmark cases: benchmarks/ops/<op>.cpp says, for a size and
 // tensor options, which kiln call to time against which ATen reference.
 #pragma once
-#include <ATen/ATen.h>
-
-#include <functional>
-#include <string>
-#include <vector>
+#include "bench_support.h"
 
 namespace kiln::bench {
-
-struct Case {
-  std::string op;    // e.g. "gelu"
-  std::string pass;  // "fwd" or "bwd"
-  std::function<void()> kiln, ref;
-  /// Bytes a call must read and write at the least (0: not a bandwidth-bound
-  /// op); on CUDA the achieved bandwidth is reported against a plain copy's.
-  double bytes = 0;
-};
 
 /// Makes the cases of one op for n elements of the given dtype and device.
 using CaseFactory = std::function<std::vector<Case>(int64_t n, const at::TensorOptions& options)>;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with a GPU, builds kiln against the torch of that
 # machine's Python, runs the whole test suite (the CUDA tests included) and the
-# CUDA op benchmarks and the activation-checkpointing memory benchmark, and writes
+# CUDA op, optimizer and activation-checkpointing memory benchmarks, and writes
 # every figure under OUTDIR (default gpu-results/).
 #
 #   scripts/gpu_check.sh [OUTDIR]
@@ -55,5 +55,11 @@ cat "$out/bench_cuda.txt"
 "$build/bin/kiln_bench_memory" --device cuda --json "$out/bench_memory_cuda.json" \
     > "$out/bench_memory_cuda.txt" 2>&1 || bench_rc=1
 cat "$out/bench_memory_cuda.txt"
+
+# The optimizer step (100 tensors, 10M parameters) against torch::optim::AdamW,
+# at::_fused_adamw_ and the bandwidth bound (bw/copy column).
+"$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 20 \
+    --json "$out/bench_optim_cuda.json" > "$out/bench_optim_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_optim_cuda.txt"
 echo "tests rc $tests_rc, benchmarks rc $bench_rc" | tee -a "$out/summary.txt"
 exit $(( tests_rc || bench_rc ))

@@ -1,0 +1,179 @@
+// What every kiln benchmark program shares: a case (a kiln call and its reference),
+// interleaved timing of the two, a device copy as the bandwidth yardstick, the
+// common command-line options, the printed table and the --json rows
+// (op, pass, device, dtype, size, threads, kiln_ns, ref_ns, ratio).
+#pragma once
+#define CXXOPTS_VECTOR_DELIMITER ','
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::bench {
+
+struct Case {
+  std::string op;    // e.g. "gelu"
+  std::string pass;  // "fwd" or "bwd"; "step" for optimizers
+  std::function<void()> kiln, ref;
+  /// Bytes a call must read and write at the least (0: not a bandwidth-bound
+  /// op); on CUDA the achieved bandwidth is reported against a plain copy's.
+  double bytes = 0;
+  /// What `ref` is, when the op has more than one reference (e.g. "torch::optim::AdamW").
+  std::string ref_name = {};
+};
+
+inline void sync(const at::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize();
+}
+
+/// Nanoseconds per call of f over `calls` calls.
+inline double time_once(const std::function<void()>& f, const at::Device& d, int calls) {
+  sync(d);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) f();
+  sync(d);
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+         calls;
+}
+
+/// Median over `rounds` of (kiln_ns, ref_ns), measured alternately, each
+/// measurement enough calls to fill about min_ms.
+inline std::pair<double, double> measure(const Case& c, const at::Device& d, int rounds,
+                                         double min_ms) {
+  c.kiln(), c.ref();  // warm-up (allocator, caches)
+  const double probe = std::max(time_once(c.kiln, d, 1), time_once(c.ref, d, 1));
+  const int calls = std::max(1, static_cast<int>(min_ms * 1e6 / std::max(probe, 1.0)));
+  std::vector<double> k, r;
+  for (int i = 0; i < rounds; ++i) {
+    // Alternate which side goes first, so neither always runs on a cache or clock
+    // state the other left behind.
+    if (i % 2 == 0) {
+      k.push_back(time_once(c.kiln, d, calls));
+      r.push_back(time_once(c.ref, d, calls));
+    } else {
+      r.push_back(time_once(c.ref, d, calls));
+      k.push_back(time_once(c.kiln, d, calls));
+    }
+  }
+  std::nth_element(k.begin(), k.begin() + k.size() / 2, k.end());
+  std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+  return {k[k.size() / 2], r[r.size() / 2]};
+}
+
+/// (ns, GB/s) of a device-to-device copy of n elements: the bandwidth yardstick
+/// on CUDA (bytes read + bytes written per ns).
+inline std::pair<double, double> copy_bandwidth(int64_t n, const at::TensorOptions& options,
+                                                int rounds, double min_ms) {
+  const auto src = at::randn({n}, options);
+  auto dst = at::empty_like(src);
+  const Case copy{"copy", "-", [=]() mutable { dst.copy_(src); }, [=]() mutable { dst.copy_(src); }};
+  const double ns = measure(copy, options.device(), rounds, min_ms).first;
+  return {ns, 2.0 * n * src.element_size() / ns};
+}
+
+/// The options every benchmark program takes (--json, --device, --threads,
+/// --rounds, --min-ms, --help); add the program's own, then parse with parse_common.
+inline void add_common_options(cxxopts::Options& options, const std::string& default_rounds,
+                               const std::string& default_min_ms) {
+  options.add_options()
+      ("json", "write the results to FILE", cxxopts::value<std::string>()->default_value(""))
+      ("device", "cpu or cuda", cxxopts::value<std::string>()->default_value("cpu"))
+      ("threads", "CPU thread counts", cxxopts::value<std::vector<int>>()->default_value("1,2"))
+      ("rounds", "interleaved rounds per case (median reported)",
+       cxxopts::value<int>()->default_value(default_rounds))
+      ("min-ms", "time per measurement", cxxopts::value<double>()->default_value(default_min_ms))
+      ("h,help", "show this help");
+}
+
+struct Common {
+  at::Device device = at::kCPU;
+  std::vector<int> threads;  // on CUDA: the one current thread count
+  int rounds = 7;
+  double min_ms = 20;
+  std::string json;
+};
+
+/// The common options, checked; nullopt after printing help (exit 0) and throws
+/// std::runtime_error with a message for a CUDA device that is not there.
+inline std::optional<Common> parse_common(const cxxopts::Options& options,
+                                          const cxxopts::ParseResult& args) {
+  if (args.count("help")) {
+    std::puts(options.help().c_str());
+    return std::nullopt;
+  }
+  Common c;
+  c.device = at::Device(args["device"].as<std::string>());
+  if (c.device.is_cuda() && !torch::cuda::is_available())
+    throw std::runtime_error("--device cuda: no CUDA device is visible");
+  c.threads = args["threads"].as<std::vector<int>>();
+  if (c.device.is_cuda()) c.threads = {at::get_num_threads()};
+  c.rounds = args["rounds"].as<int>();
+  c.min_ms = args["min-ms"].as<double>();
+  c.json = args["json"].as<std::string>();
+  return c;
+}
+
+/// The printed table: one header, one line per result.
+class Table {
+ public:
+  /// size_label names the size column (e.g. "log2n", "params").
+  explicit Table(std::string size_label) : size_label_(std::move(size_label)) {
+    std::printf("%-12s %-4s %-20s %-9s %9s %7s %12s %12s %7s %9s\n", "op", "pass", "ref", "dtype",
+                size_label_.c_str(), "threads", "kiln_ns", "ref_ns", "ratio", "bw/copy");
+  }
+  /// A result row; `fraction` is the share of the copy bandwidth kiln reached (0: none).
+  void row(const Case& c, const std::string& dtype, const std::string& size, int threads,
+           double kiln_ns, double ref_ns, double fraction = 0) const {
+    char frac[16] = "-";
+    if (fraction > 0) std::snprintf(frac, sizeof frac, "%.2f", fraction);
+    std::printf("%-12s %-4s %-20s %-9s %9s %7d %12.0f %12.0f %7.2f %9s\n", c.op.c_str(),
+                c.pass.c_str(), c.ref_name.empty() ? "-" : c.ref_name.c_str(), dtype.c_str(),
+                size.c_str(), threads, kiln_ns, ref_ns, ref_ns / kiln_ns, frac);
+  }
+  /// The yardstick line of a device copy.
+  void copy(const std::string& dtype, const std::string& size, double ns, double gbps) const {
+    std::printf("%-12s %-4s %-20s %-9s %9s %7s %12.0f %12s %7s %9s  (%.0f GB/s)\n", "copy", "-",
+                "-", dtype.c_str(), size.c_str(), "-", ns, "-", "-", "1.00", gbps);
+  }
+
+ private:
+  std::string size_label_;
+};
+
+/// One --json row; ratio = ref_ns / kiln_ns (> 1: kiln is faster).
+inline nlohmann::json json_row(const Case& c, const at::Device& device, const std::string& dtype,
+                               int64_t size, int threads, double kiln_ns, double ref_ns) {
+  nlohmann::json row = {{"op", c.op}, {"pass", c.pass}, {"device", device.str()},
+                        {"dtype", dtype}, {"size", size}, {"threads", threads},
+                        {"kiln_ns", kiln_ns}, {"ref_ns", ref_ns}, {"ratio", ref_ns / kiln_ns}};
+  if (!c.ref_name.empty()) row["ref"] = c.ref_name;
+  return row;
+}
+
+inline void write_json(const std::string& path, const nlohmann::json& rows) {
+  if (!path.empty()) std::ofstream(path) << rows.dump(1) << '\n';
+}
+
+/// The dtype names the benchmarks accept.
+inline const std::map<std::string, at::ScalarType>& dtype_names() {
+  static const std::map<std::string, at::ScalarType> m = {{"float32", at::kFloat},
+                                                          {"float16", at::kHalf},
+                                                          {"bfloat16", at::kBFloat16},
+                                                          {"float64", at::kDouble}};
+  return m;
+}
+
+}  // namespace kiln::bench
