@@ -9,7 +9,7 @@
 // Setup& s)` that builds its own parameters with s.parameters() (fresh tensors with
 // gradients, so no two sides share state), and returns cases with op = "NAME",
 // pass = "step", kiln = NAME's step, ref = the reference's step and ref_name saying
-// what the reference is — "kiln::optim::AdamW" (adamw_step(s.parameters()) makes
+// what the reference is — "kiln::optim::AdamW" (make_adamw(s.parameters()) makes
 // one) to report a step time against AdamW's; set bytes to the bytes the step must
 // move on CUDA. Then append it to kCaseMakers below.
 #include "bench_support.h"
@@ -68,7 +68,7 @@ struct Setup {
   }
 };
 
-std::shared_ptr<kiln::optim::AdamW> adamw_step(std::vector<at::Tensor> ps) {
+std::shared_ptr<kiln::optim::AdamW> make_adamw(std::vector<at::Tensor> ps) {
   return std::make_shared<kiln::optim::AdamW>(
       std::move(ps), kiln::optim::AdamWOptions(kLr).beta1(kBeta1).beta2(kBeta2).eps(kEps).weight_decay(
                          kWeightDecay));
@@ -96,7 +96,7 @@ struct FusedState {
 std::vector<Case> adamw_cases(const Setup& s) {
   const double bytes = 7.0 * s.total * s.options.dtype().itemsize();  // read p g m v, write p m v
   std::vector<Case> cases;
-  const auto ours = adamw_step(s.parameters());
+  const auto ours = make_adamw(s.parameters());
   auto torch_opt = std::make_shared<torch::optim::AdamW>(
       s.parameters(), torch::optim::AdamWOptions(kLr).betas({kBeta1, kBeta2}).eps(kEps).weight_decay(
                           kWeightDecay));

@@ -3,7 +3,7 @@
 // device kernel below autograd and bumps the version counters of the tensors it
 // updated in place (as ATen's in-place ops do, so autograd notices a stale save).
 #include <ATen/core/grad_mode.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/library.h>
 
 #include "../ops.h"
