@@ -74,7 +74,8 @@ void register_optimizer_state(F tensors) {
 /// CPU: heap in use after forward minus before (activations are all alive when
 /// forward ends; other threads' allocations in between count too). CUDA: the
 /// allocator's peak since construction (it resets the peak) minus what was
-/// allocated at construction, which also catches backward's transient buffers.
+/// allocated at construction, which also catches backward's transient buffers
+/// ("cuda" without an index means cuda:0).
 /// Example: ActivationProbe probe(device); auto loss = f(x); probe.forward_done(); loss.backward(); probe.bytes();
 class ActivationProbe {
  public:

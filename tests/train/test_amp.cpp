@@ -85,6 +85,23 @@ TEST_CASE("AutocastGuard sets autocast for its scope, nests, and restores the pr
   REQUIRE(nesting() == depth);
 }
 
+TEST_CASE("AutocastGuard keeps cast weights for its outermost scope and drops them after",
+          "[amp]") {
+  const auto w = torch::randn({3, 5}).requires_grad_();  // a leaf: autocast caches its cast
+  const auto cast = [&] { return at::autocast::cached_cast(at::kBFloat16, w, at::kCPU); };
+  torch::Tensor first;
+  {
+    AutocastGuard outer(at::kCPU, at::kBFloat16);
+    first = cast();
+    REQUIRE(first.scalar_type() == at::kBFloat16);
+    REQUIRE(cast().is_same(first));
+    { AutocastGuard inner(at::kCPU, at::kBFloat16); }
+    REQUIRE(cast().is_same(first));  // an inner scope ending keeps the cache
+  }
+  AutocastGuard again(at::kCPU, at::kBFloat16);
+  REQUIRE_FALSE(cast().is_same(first));  // the outermost one ending cleared it
+}
+
 TEST_CASE("AutocastGuard rejects a dtype autocast cannot run in", "[amp]") {
   const AutocastState before = cpu_state();
   REQUIRE_THROWS_WITH(AutocastGuard(at::kCPU, at::kDouble),
@@ -310,4 +327,30 @@ TEST_CASE("an fp16 run with loss scaling on CPU trains a small Mlp (loss falls b
   INFO("first loss " << first << ", mean of the last 5 " << last << ", skipped " << skipped);
   REQUIRE(last < 0.1 * first);
   REQUIRE(skipped < 10);
+}
+
+TEST_CASE("CUDA: fp16 autocast and a GradScaler whose scale lives on the gradients' device",
+          "[amp][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  const auto w = torch::randn({3, 5}, torch::kCUDA).requires_grad_();
+  const auto x = torch::randn({8, 5}, torch::kCUDA);
+  kiln::optim::AdamW opt(std::vector<torch::Tensor>{w});
+  GradScaler scaler;
+  torch::Tensor loss;
+  {
+    AutocastGuard amp(at::kCUDA, at::kHalf);
+    const auto y = kiln::ops::linear(x, w, std::nullopt);
+    REQUIRE(y.scalar_type() == at::kHalf);
+    loss = y.to(at::kFloat).pow(2).mean();
+  }
+  const auto scaled = scaler.scale(loss);
+  REQUIRE(scaled.is_cuda());
+  scaled.backward();
+  w.grad()[0][0] = std::numeric_limits<float>::infinity();
+  const auto before = w.detach().clone();
+  REQUIRE_FALSE(scaler.step(opt));
+  scaler.update();
+  REQUIRE(torch::equal(w.detach(), before));
+  REQUIRE(scaler.scale() == 32768.0);
+  REQUIRE(scaler.state().growth_tracker == 0);
 }
