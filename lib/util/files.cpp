@@ -1,0 +1,68 @@
+// POSIX file I/O for kiln::files: write(2) loops and fsync(2), which std::ofstream
+// cannot do, and zlib's CRC-32.
+#include "util/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+#include "util/error.h"
+
+namespace kiln::files {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const char* what) {
+  throw std::runtime_error(path + ": cannot " + what + ": " + std::strerror(errno));
+}
+
+// Closes the descriptor on every path out of a function.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot read the file: " + std::strerror(errno));
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw InputError(path + ": read error: " + std::strerror(errno));
+  return bytes;
+}
+
+void write_synced(const std::string& path, std::string_view bytes) {
+  Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (f.fd < 0) fail(path, "create");
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(f.fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, "write");
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  if (::fsync(f.fd) != 0) fail(path, "fsync");
+  const int fd = f.fd;
+  f.fd = -1;
+  if (::close(fd) != 0) fail(path, "close");
+}
+
+void sync_directory(const std::string& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (f.fd < 0) fail(path, "open the directory");
+  if (::fsync(f.fd) != 0) fail(path, "fsync the directory");
+}
+
+uint32_t crc32(std::string_view bytes) {
+  const auto* data = reinterpret_cast<const Bytef*>(bytes.data());
+  return static_cast<uint32_t>(::crc32_z(::crc32(0L, Z_NULL, 0), data, bytes.size()));
+}
+
+}  // namespace kiln::files
