@@ -1,181 +1,320 @@
-// Checkpoint directories: weights as a name → tensor dict (torch.load reads it),
-// the optimizer through its own save/load, the position and RNG in trainer.pt.
+// Checkpointer: writes a checkpoint crash-safely (temporary directory, fsync,
+// rename) with a manifest of sizes and CRC-32s, and loads one only after every
+// file and every tensor has been checked against the run it is loaded into.
 #include "train/checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <c10/util/StringUtil.h>
 #include <fcntl.h>
-#include <torch/serialize.h>
-#include <unistd.h>
+#include <stdio.h>  // renameat2
+#include <torch/cuda.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
-#include <filesystem>
-#include <fstream>
-#include <regex>
+#include <cctype>
+#include <mutex>
+#include <set>
+#include <sstream>
 
+#include "train/checkpoint_layout.h"
 #include "util/error.h"
+#include "util/files.h"
+#include "util/safetensors.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
 namespace {
 
-const std::regex kStepDir(R"(step_(\d+))");
+using torch::serialize::InputArchive;
+using torch::serialize::OutputArchive;
 
-void fsync_path(const fs::path& p) {
-  const int fd = ::open(p.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-void write_bytes(const fs::path& p, const std::vector<char>& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  TORCH_CHECK(out.good(), "cannot write ", p.string());
-}
-
-std::vector<char> read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw InputError(c10::str(p.string(), ": no such file in the checkpoint"));
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Every parameter and buffer, by its full dotted name.
-std::vector<std::pair<std::string, at::Tensor>> named_state(const torch::nn::Module& model) {
-  std::vector<std::pair<std::string, at::Tensor>> out;
+// Every parameter and buffer, by its full dotted name ("layers.0.weight").
+safetensors::NamedTensors named_state(const torch::nn::Module& model) {
+  safetensors::NamedTensors out;
   for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
   for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
   return out;
 }
 
-std::vector<char> model_bytes(const torch::nn::Module& model) {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, t] : named_state(model)) dict.insert(name, t.detach().cpu());
-  return torch::pickle_save(dict);
+std::string archive_bytes(const std::function<void(OutputArchive&)>& fill) {
+  OutputArchive ar;
+  fill(ar);
+  std::ostringstream out;
+  ar.save_to(out);
+  return out.str();
 }
 
-void load_model(const fs::path& file, torch::nn::Module& model) {
-  c10::IValue value;
-  try {
-    value = torch::pickle_load(read_bytes(file));
+// The default generators: CPU, and one per visible CUDA device.
+at::Generator cpu_generator() { return at::detail::getDefaultCPUGenerator(); }
+at::Generator cuda_generator(int64_t device) {
+  return at::globalContext().defaultGenerator(
+      at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+}
+int64_t cuda_devices() { return torch::cuda::is_available() ? torch::cuda::device_count() : 0; }
+
+at::Tensor rng_state(at::Generator gen) {  // a handle: copies share the generator
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_rng_state(at::Generator gen, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+void write_trainer_state(OutputArchive& ar, const TrainPosition& pos) {
+  ar.write("step", c10::IValue(pos.step));
+  ar.write("epoch", c10::IValue(pos.epoch));
+  ar.write("batch", c10::IValue(pos.batch));
+  ar.write("shuffle_seed", c10::IValue(static_cast<int64_t>(pos.shuffle_seed)));
+  ar.write("rng_cpu", rng_state(cpu_generator()));
+  const int64_t devices = cuda_devices();
+  ar.write("rng_cuda_devices", c10::IValue(devices));
+  for (int64_t d = 0; d < devices; ++d)
+    ar.write("rng_cuda_" + std::to_string(d), rng_state(cuda_generator(d)));
+}
+
+// What trainer.pt holds, read and checked.
+struct TrainerState {
+  TrainPosition position;
+  at::Tensor rng_cpu;
+  std::vector<at::Tensor> rng_cuda;
+};
+
+TrainerState read_trainer_state(InputArchive& ar, const std::string& file) {
+  const auto read_int = [&](const std::string& key) {
+    c10::IValue v;
+    if (!ar.try_read(key, v) || !v.isInt())
+      throw InputError(c10::str(file, ": ", key, ": expected an integer, found ",
+                                v.isNone() ? "nothing" : v.tagKind()));
+    return v.toInt();
+  };
+  const auto read_tensor = [&](const std::string& key) {
+    c10::IValue v;
+    if (!ar.try_read(key, v) || !v.isTensor())
+      throw InputError(c10::str(file, ": ", key, ": expected a tensor, found ",
+                                v.isNone() ? "nothing" : v.tagKind()));
+    return v.toTensor();
+  };
+  TrainerState s;
+  s.position = {read_int("step"), read_int("epoch"), read_int("batch"),
+                static_cast<uint64_t>(read_int("shuffle_seed"))};
+  s.rng_cpu = read_tensor("rng_cpu");
+  try {  // a state the generator would refuse, refused now, before anything changes
+    set_rng_state(at::detail::createCPUGenerator(), s.rng_cpu);
   } catch (const c10::Error& e) {
-    throw InputError(c10::str(file.string(), ": not a readable weights file (",
-                              e.what_without_backtrace(), ")"));
+    throw InputError(c10::str(file, ": rng_cpu: ", e.what_without_backtrace()));
   }
-  if (!value.isGenericDict())
-    throw InputError(c10::str(file.string(), ": expected a dict of name → tensor, found ",
-                              value.tagKind()));
-  const auto dict = value.toGenericDict();
-  const auto state = named_state(model);
-  // Check everything before touching the model.
-  for (const auto& [name, t] : state) {
-    const auto it = dict.find(name);
-    if (it == dict.end())
-      throw InputError(c10::str(file.string(), ": has no tensor '", name,
+  const int64_t saved = read_int("rng_cuda_devices");
+  for (int64_t d = 0; d < std::min(saved, cuda_devices()); ++d)
+    s.rng_cuda.push_back(read_tensor("rng_cuda_" + std::to_string(d)));
+  return s;
+}
+
+// The manifest's record of one file, checked against the bytes on disk.
+std::string read_verified(const fs::path& dir, const std::string& file,
+                          const nlohmann::json& manifest) {
+  const std::string path = (dir / file).string();
+  const auto& files = manifest.at("files");
+  if (!files.contains(file))
+    throw InputError(c10::str((dir / layout::kManifest).string(), ": files: expected an entry for ",
+                              file, ", found none"));
+  const auto& record = files.at(file);
+  std::string bytes = files::read(path);
+  const auto expected_size = record["bytes"].get<uint64_t>();
+  if (bytes.size() != expected_size)
+    throw InputError(c10::str(path, ": truncated or corrupted: expected ", expected_size,
+                              " bytes (the manifest's), found ", bytes.size()));
+  const auto expected_crc = record["crc32"].get<uint64_t>();
+  if (files::crc32(bytes) != expected_crc)
+    throw InputError(c10::str(path, ": truncated or corrupted: CRC-32 ", files::crc32(bytes),
+                              " differs from the manifest's ", expected_crc));
+  return bytes;
+}
+
+void load_archive(InputArchive& ar, const std::string& bytes, const std::string& path) {
+  try {
+    ar.load_from(bytes.data(), bytes.size());
+  } catch (const c10::Error& e) {
+    throw InputError(c10::str(path, ": not a readable archive (", e.what_without_backtrace(), ")"));
+  }
+}
+
+// Checks the file's tensors against the model's, by name, shape and dtype.
+void check_model_tensors(const safetensors::NamedTensors& saved,
+                         const safetensors::NamedTensors& model, const std::string& path) {
+  std::map<std::string, const at::Tensor*> by_name;
+  for (const auto& [name, t] : saved) by_name[name] = &t;
+  for (const auto& [name, t] : model) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end())
+      throw InputError(c10::str(path, ": has no tensor '", name,
                                 "', which the model has (a checkpoint of another model?)"));
-    if (!it->value().isTensor())
-      throw InputError(c10::str(file.string(), ": '", name, "' is not a tensor"));
-    const auto saved = it->value().toTensor();
-    if (saved.sizes() != t.sizes() || saved.scalar_type() != t.scalar_type())
-      throw InputError(c10::str(file.string(), ": '", name, "' is ", saved.scalar_type(),
-                                saved.sizes(), " but the model's is ", t.scalar_type(), t.sizes()));
+    const at::Tensor& s = *it->second;
+    if (s.sizes() != t.sizes() || s.scalar_type() != t.scalar_type())
+      throw InputError(c10::str(path, ": '", name, "' is ", s.scalar_type(), s.sizes(),
+                                " but the model's is ", t.scalar_type(), t.sizes()));
+    by_name.erase(it);
   }
-  if (dict.size() != state.size())
-    throw InputError(c10::str(file.string(), ": holds ", dict.size(), " tensors, the model has ",
-                              state.size(), " (a checkpoint of another model?)"));
-  torch::NoGradGuard no_grad;
-  for (auto& [name, t] : state) t.copy_(dict.at(name).toTensor());
+  if (!by_name.empty())
+    throw InputError(c10::str(path, ": holds tensor '", by_name.begin()->first,
+                              "', which the model does not have (a checkpoint of another model?)"));
+}
+
+// Puts the complete `tmp` at `final_dir`. Where one exists, the two are swapped
+// atomically (renameat2 RENAME_EXCHANGE), so final_dir is always a whole checkpoint.
+void install(const fs::path& tmp, const fs::path& final_dir) {
+  if (!fs::exists(final_dir)) {
+    fs::rename(tmp, final_dir);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+    layout::remove_checkpoint_dir(tmp);  // now the old checkpoint
+    return;
+  }
+  // A filesystem without RENAME_EXCHANGE: a crash between these two renames
+  // leaves the previous step as the newest checkpoint, never a half one.
+  layout::remove_checkpoint_dir(final_dir);
+  fs::rename(tmp, final_dir);
 }
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& run_dir, const TrainPosition& position,
-                            const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
-                            const std::string& config_toml) {
-  const fs::path root = fs::path(run_dir) / "checkpoints";
-  fs::create_directories(root);
-  char name[32];
-  std::snprintf(name, sizeof name, "step_%09lld", static_cast<long long>(position.step));
+Checkpointer::Checkpointer(std::string run_dir, torch::nn::Module& model,
+                           torch::optim::Optimizer& optimizer, CheckpointOptions options)
+    : run_dir_(std::move(run_dir)), model_(model), optimizer_(optimizer), options_(std::move(options)) {
+  TORCH_CHECK(options_.keep_last() >= 0, "Checkpointer: expected keep_last >= 0, got ",
+              options_.keep_last());
+}
+
+void Checkpointer::add_part(StatePart part) {
+  const bool valid = !part.name.empty() && std::all_of(part.name.begin(), part.name.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_';
+  });
+  TORCH_CHECK(valid, "Checkpointer::add_part: expected a name of a-z, 0-9 and _, got '", part.name, "'");
+  for (const char* reserved : {"model", "optimizer", "trainer", "config", "manifest"})
+    TORCH_CHECK(part.name != reserved, "Checkpointer::add_part: '", part.name,
+                "' names a file every checkpoint has; choose another name");
+  for (const auto& p : parts_)
+    TORCH_CHECK(p.name != part.name, "Checkpointer::add_part: expected unique names, got '",
+                part.name, "' twice");
+  TORCH_CHECK(part.save && part.load, "Checkpointer::add_part: '", part.name,
+              "': expected both save and load functions");
+  parts_.push_back(std::move(part));
+}
+
+std::string Checkpointer::save(const TrainPosition& position, const std::string& config_toml,
+                               const Metrics& metrics) {
+  const fs::path root = fs::path(run_dir_) / layout::kCheckpoints;
+  if (!fs::exists(root)) {
+    fs::create_directories(root);
+    files::sync_directory(run_dir_);
+  }
+  layout::remove_leftovers(root);
+  const std::string name = layout::step_dir_name(position.step);
+  const fs::path tmp = root / (std::string(layout::kTmpPrefix) + name);
   const fs::path final_dir = root / name;
-  const fs::path tmp = root / (std::string(".tmp-") + name);
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  fs::create_directory(tmp);
 
-  write_bytes(tmp / "model.pt", model_bytes(model));
-  {
-    torch::serialize::OutputArchive ar;
-    optimizer.save(ar);
-    ar.save_to((tmp / "optimizer.pt").string());
+  nlohmann::ordered_json manifest = {{"format", layout::kFormat}, {"version", layout::kVersion},
+                                     {"step", position.step},     {"epoch", position.epoch},
+                                     {"batch", position.batch},   {"metrics", metrics}};
+  manifest["parts"] = nlohmann::ordered_json::array();
+  manifest["files"] = nlohmann::ordered_json::object();
+  // One file at a time, so at most one serialized copy of the state is in memory.
+  const auto write = [&](const std::string& file, const std::string& bytes) {
+    files::write_synced((tmp / file).string(), bytes);
+    manifest["files"][file] = {{"bytes", bytes.size()}, {"crc32", files::crc32(bytes)}};
+  };
+  write(layout::kModel, safetensors::serialize(named_state(model_), {{"format", "pt"}}));
+  write(layout::kOptimizer, archive_bytes([&](OutputArchive& ar) { optimizer_.save(ar); }));
+  for (const auto& part : parts_) {
+    write(part.name + ".pt", archive_bytes(part.save));
+    manifest["parts"].push_back(part.name);
   }
-  {
-    torch::serialize::OutputArchive ar;
-    ar.write("step", c10::IValue(position.step));
-    ar.write("epoch", c10::IValue(position.epoch));
-    ar.write("batch", c10::IValue(position.batch));
-    ar.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
-    ar.save_to((tmp / "trainer.pt").string());
-  }
-  write_bytes(tmp / "config.toml", std::vector<char>(config_toml.begin(), config_toml.end()));
-  for (const auto& f : fs::directory_iterator(tmp)) fsync_path(f.path());
-  fsync_path(tmp);
+  write(layout::kTrainer, archive_bytes([&](OutputArchive& ar) { write_trainer_state(ar, position); }));
+  write(layout::kConfig, config_toml);
+  // The manifest last: a directory with one holds every file it lists.
+  files::write_synced((tmp / layout::kManifest).string(), manifest.dump(2) + "\n");
+  files::sync_directory(tmp.string());
 
-  // Swap into place: an existing directory of the same step is replaced only
-  // once the new one is complete.
-  const fs::path old = root / (std::string(".old-") + name);
-  fs::remove_all(old);
-  if (fs::exists(final_dir)) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
-  fsync_path(root);
-  fs::remove_all(old);
+  install(tmp, final_dir);
+  files::sync_directory(root.string());
+  layout::apply_retention(run_dir_, final_dir.string(), options_);
   return final_dir.string();
 }
 
-std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
-  const fs::path root = fs::path(run_dir) / "checkpoints";
-  if (!fs::is_directory(root)) return std::nullopt;
-  std::optional<std::string> best;
-  long long best_step = -1;
-  std::smatch m;
-  for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || !std::regex_match(name, m, kStepDir)) continue;
-    const long long step = std::stoll(m[1]);
-    if (step > best_step) best_step = step, best = entry.path().string();
-  }
-  return best;
-}
-
-TrainPosition load_checkpoint(const std::string& checkpoint_dir, torch::nn::Module& model,
-                              torch::optim::Optimizer& optimizer) {
+TrainPosition Checkpointer::load(const std::string& checkpoint_dir) {
   const fs::path dir(checkpoint_dir);
   if (!fs::is_directory(dir))
-    throw InputError(c10::str(checkpoint_dir, ": expected a checkpoint directory, found none"));
-  TrainPosition pos;
-  at::Tensor rng;
-  torch::serialize::InputArchive trainer, optim;
+    throw InputError(c10::str(checkpoint_dir, ": expected a checkpoint directory, found ",
+                              fs::exists(dir) ? "a file" : "nothing"));
+  const auto path = [&](const std::string& file) { return (dir / file).string(); };
+  const auto manifest = layout::read_manifest(dir);  // its fields are checked there
+
+  // The parts this run has must be exactly the parts the checkpoint has.
+  std::set<std::string> saved_parts, run_parts;
+  for (const auto& p : manifest["parts"]) saved_parts.insert(p.get<std::string>());
+  for (const auto& p : parts_) run_parts.insert(p.name);
+  for (const auto& p : run_parts)
+    if (!saved_parts.count(p))
+      throw InputError(c10::str(checkpoint_dir, ": has no '", p, "' state (", p,
+                                ".pt), which this run needs"));
+  for (const auto& p : saved_parts)
+    if (!run_parts.count(p))
+      throw InputError(c10::str(checkpoint_dir, ": holds '", p, "' state (", p,
+                                ".pt), which this run does not have; it was saved by a run "
+                                "configured otherwise"));
+
+  // Check and parse everything; nothing of the run changes in this block.
+  const auto model_state = named_state(model_);
+  const auto saved = safetensors::deserialize(read_verified(dir, layout::kModel, manifest),
+                                              path(layout::kModel));
+  check_model_tensors(saved.tensors, model_state, path(layout::kModel));
+  read_verified(dir, layout::kConfig, manifest);
+  const std::string trainer_bytes = read_verified(dir, layout::kTrainer, manifest);
+  InputArchive trainer_ar;
+  load_archive(trainer_ar, trainer_bytes, path(layout::kTrainer));
+  const TrainerState trainer = read_trainer_state(trainer_ar, path(layout::kTrainer));
+  if (manifest["step"].get<int64_t>() != trainer.position.step)
+    throw InputError(c10::str(path(layout::kTrainer), ": step ", trainer.position.step,
+                              " differs from the manifest's ", manifest["step"].get<int64_t>()));
+  std::vector<std::string> part_bytes;
+  for (const auto& part : parts_) part_bytes.push_back(read_verified(dir, part.name + ".pt", manifest));
+  const std::string optimizer_bytes = read_verified(dir, layout::kOptimizer, manifest);
+
+  // The optimizer and the parts check their own state as they load it (AdamW
+  // changes nothing when it refuses); the model is written only after them.
+  InputArchive optimizer_ar;
+  load_archive(optimizer_ar, optimizer_bytes, path(layout::kOptimizer));
   try {
-    trainer.load_from((dir / "trainer.pt").string());
-    c10::IValue v;
-    for (auto [key, dst] : {std::pair{"step", &pos.step}, {"epoch", &pos.epoch}, {"batch", &pos.batch}}) {
-      if (!trainer.try_read(key, v) || !v.isInt())
-        throw InputError(c10::str((dir / "trainer.pt").string(), ": missing integer '", key, "'"));
-      *dst = v.toInt();
+    optimizer_.load(optimizer_ar);
+  } catch (const c10::Error& e) {
+    throw InputError(c10::str(path(layout::kOptimizer), ": ", e.what_without_backtrace()));
+  }
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    const std::string file = path(parts_[i].name + ".pt");
+    InputArchive ar;
+    load_archive(ar, part_bytes[i], file);
+    try {
+      parts_[i].load(ar);
+    } catch (const c10::Error& e) {
+      throw InputError(c10::str(file, ": ", e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      throw InputError(c10::str(file, ": ", e.what()));
     }
-    trainer.read("rng_cpu", rng);
-    optim.load_from((dir / "optimizer.pt").string());
-  } catch (const c10::Error& e) {
-    throw InputError(c10::str(checkpoint_dir, ": damaged checkpoint (", e.what_without_backtrace(),
-                              ")"));
   }
-  load_model(dir / "model.pt", model);
-  try {
-    optimizer.load(optim);
-  } catch (const c10::Error& e) {
-    throw InputError(c10::str((dir / "optimizer.pt").string(), ": ", e.what_without_backtrace()));
+
+  {
+    torch::NoGradGuard no_grad;
+    std::map<std::string, at::Tensor> by_name(saved.tensors.begin(), saved.tensors.end());
+    for (const auto& [name, t] : model_state) t.copy_(by_name.at(name));
   }
-  auto gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the global generator
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(rng);
-  return pos;
+  set_rng_state(cpu_generator(), trainer.rng_cpu);
+  for (size_t d = 0; d < trainer.rng_cuda.size(); ++d)
+    set_rng_state(cuda_generator(static_cast<int64_t>(d)), trainer.rng_cuda[d]);
+  return trainer.position;
 }
 
 }  // namespace kiln::train

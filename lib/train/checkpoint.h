@@ -1,37 +1,136 @@
 // Checkpoints of a training run: one directory per saved step under
-// RUN/checkpoints/, written beside and renamed into place, so a crash leaves the
-// old checkpoint or the new one, never half of one.
+// RUN/checkpoints/, holding everything a bit-exact resume needs, written so that
+// a crash at any instant leaves the old checkpoint or the new one, never half of
+// one, and checked in full before a single parameter is overwritten.
 #pragma once
+#include <torch/arg.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::train {
 
 /// Where training stands: `step` optimizer steps done; the next batch to train
-/// is batch `batch` of epoch `epoch` (both 0-based).
+/// is batch `batch` of epoch `epoch` (both 0-based); the data order of epoch e
+/// is a function of (shuffle_seed, e).
 struct TrainPosition {
   int64_t step = 0;
   int64_t epoch = 0;
   int64_t batch = 0;
+  uint64_t shuffle_seed = 0;
 };
 
-/// Writes RUN/checkpoints/step_<N>/{model.pt, optimizer.pt, trainer.pt, config.toml}
-/// and returns that directory. Example: save_checkpoint(run, pos, *model, opt, toml)
-std::string save_checkpoint(const std::string& run_dir, const TrainPosition& position,
-                            const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
-                            const std::string& config_toml);
+/// Training state beyond the model, the optimizer, the position and the RNGs
+/// (an LR schedule, a GradScaler), saved to `<name>.pt` in every checkpoint.
+/// `name` is lower-case letters, digits and '_'. Example:
+///   checkpointer.add_part({"scaler", [&](auto& ar) { scaler.save(ar); },
+///                                    [&](auto& ar) { scaler.load(ar); }});
+struct StatePart {
+  std::string name;
+  std::function<void(torch::serialize::OutputArchive&)> save;
+  /// Throwing (c10::Error, std::exception) refuses the checkpoint, naming the file.
+  std::function<void(torch::serialize::InputArchive&)> load;
+};
 
-/// The newest complete checkpoint of a run, if any.
+enum class MetricMode { kMin, kMax };
+
+/// Values recorded in a checkpoint's manifest, e.g. {{"test_accuracy", 0.87}}.
+using Metrics = std::map<std::string, double>;
+
+struct CheckpointOptions {
+  /// Keep the newest K checkpoints; 0 keeps all. The newest and the best are
+  /// never deleted.
+  TORCH_ARG(int64_t, keep_last) = 0;
+  /// The manifest metric that names the best checkpoint ("" = none), kept
+  /// besides the newest K.
+  TORCH_ARG(std::string, best_metric) = "";
+  TORCH_ARG(MetricMode, best_mode) = MetricMode::kMax;
+};
+
+/// Saves and restores a run's full state. A checkpoint directory
+/// RUN/checkpoints/step_<N, 9 digits>/ holds:
+///   model.safetensors  every parameter and buffer by the module's own name
+///   optimizer.pt       the optimizer's own save()
+///   <part>.pt          one per StatePart
+///   trainer.pt         position (step, epoch, batch, shuffle seed), CPU and CUDA RNG states
+///   config.toml        the resolved config
+///   manifest.json      step, metrics, and each file's size and CRC-32 (written last)
+/// Example:
+///   kiln::train::Checkpointer ckpt(run_dir, *model, optimizer, CheckpointOptions().keep_last(3));
+///   ckpt.save(position, config_toml, {{"test_accuracy", 0.87}});
+class Checkpointer {
+ public:
+  Checkpointer(std::string run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+               CheckpointOptions options = {});
+
+  /// Registers a part for every later save() and load(); a bad or repeated name
+  /// is a TORCH_CHECK error.
+  void add_part(StatePart part);
+
+  /// Writes the checkpoint of `position.step` into a temporary directory beside
+  /// it, fsyncs every file and the directory, renames it into place (atomically
+  /// replacing one of the same step) and fsyncs the parent; then removes
+  /// leftovers of interrupted saves and applies retention. Returns the directory.
+  std::string save(const TrainPosition& position, const std::string& config_toml,
+                   const Metrics& metrics = {});
+
+  /// Checks the whole checkpoint — every file's size and CRC-32 against the
+  /// manifest ("truncated or corrupted: FILE"), the tensor names, shapes and
+  /// dtypes against the model, the optimizer state, each part — and only then
+  /// restores the model, optimizer, parts and RNGs. Anything wrong throws
+  /// kiln::InputError naming the file and the mismatch, with the model untouched.
+  /// CUDA RNG states are restored for the devices both the checkpoint and this
+  /// process have. Returns where training stands.
+  TrainPosition load(const std::string& checkpoint_dir);
+
+  const std::string& run_dir() const { return run_dir_; }
+
+ private:
+  std::string run_dir_;
+  torch::nn::Module& model_;
+  torch::optim::Optimizer& optimizer_;
+  CheckpointOptions options_;
+  std::vector<StatePart> parts_;
+};
+
+/// A complete checkpoint's manifest: its step and the metrics saved with it.
+struct CheckpointInfo {
+  std::string dir;
+  int64_t step = 0;
+  Metrics metrics;
+};
+
+/// The complete checkpoints of a run (those with a manifest), by step. Leftover
+/// temporary directories of interrupted saves are not listed.
+std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir);
+
+/// The newest complete checkpoint of a run (highest step), if any.
+/// Example: if (auto dir = kiln::train::latest_checkpoint("runs/x")) …
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 
-/// Restores model, optimizer and the CPU RNG from `checkpoint_dir`; returns the
-/// position. A missing file, a parameter that is absent or of another shape or
-/// dtype throws kiln::InputError naming the file and the mismatch, before the
-/// model is touched.
-TrainPosition load_checkpoint(const std::string& checkpoint_dir, torch::nn::Module& model,
-                              torch::optim::Optimizer& optimizer);
+/// The checkpoint with the best value of `metric` (the earliest on a tie), if
+/// any checkpoint recorded it.
+std::optional<std::string> best_checkpoint(const std::string& run_dir, const std::string& metric,
+                                           MetricMode mode);
+
+struct ResumeTarget {
+  std::string run_dir;         // the run the checkpoint belongs to
+  std::string checkpoint_dir;  // RUN/checkpoints/step_<N>
+};
+
+/// What `--resume ARG` means. ARG is
+///  - a checkpoint directory (has manifest.json): that checkpoint, of the run two levels up;
+///  - a run directory (has checkpoints/): its newest checkpoint;
+///  - "latest": the most recently written checkpoint of `runs_dir` itself if it
+///    is a run directory, else of the run directories directly inside it.
+/// Anything else, or a run without a complete checkpoint, throws kiln::InputError.
+/// Example: auto target = kiln::train::resolve_resume("latest", config.run.dir);
+ResumeTarget resolve_resume(const std::string& arg, const std::string& runs_dir = "");
 
 }  // namespace kiln::train

@@ -55,14 +55,16 @@ TrainResult train(const RunSpec& spec, TrainObserver& observer) {
   model->to(device);
   optim::AdamW optimizer(model->parameters(), spec.optim);
 
+  Checkpointer checkpointer(spec.run_dir, *model, optimizer);
   TrainPosition pos;
+  pos.shuffle_seed = opt.seed();
   TrainResult result;
   if (spec.resume) {
     const auto ckpt = latest_checkpoint(spec.run_dir);
     if (!ckpt)
       throw InputError(c10::str(spec.run_dir, ": --resume: expected a run directory with a "
                                 "checkpoint under checkpoints/, found none"));
-    pos = load_checkpoint(*ckpt, *model, optimizer);
+    pos = checkpointer.load(*ckpt);
     result.resumed_from = pos.step;
     log::info(c10::str("resumed from ", *ckpt, " at step ", pos.step));
   }
@@ -95,12 +97,14 @@ TrainResult train(const RunSpec& spec, TrainObserver& observer) {
   int64_t window_samples = 0, trained_samples = 0;
   int64_t step = pos.step;
 
-  int64_t saved_step = -1;
+  int64_t saved_step = -1, evaluated_step = -1;
   auto checkpoint = [&] {
-    TrainPosition now{step, pos.epoch, pos.batch};
+    TrainPosition now{step, pos.epoch, pos.batch, pos.shuffle_seed};
     saved_step = step;
-    result.last_checkpoint =
-        save_checkpoint(spec.run_dir, now, *model, optimizer, spec.config_toml);
+    Metrics metrics;  // the evaluation of this very step, when there was one
+    if (evaluated_step == step)
+      metrics = {{"test_loss", result.test_loss}, {"test_accuracy", result.test_accuracy}};
+    result.last_checkpoint = checkpointer.save(now, spec.config_toml, metrics);
     log::info(c10::str("checkpoint ", result.last_checkpoint));
     observer.on_checkpoint(result.last_checkpoint, step);
   };
@@ -173,6 +177,7 @@ TrainResult train(const RunSpec& spec, TrainObserver& observer) {
     result.test_loss = ev.loss;
     result.test_accuracy = ev.accuracy;
     result.evaluated = true;
+    evaluated_step = step;
   }
 
   result.finished = pos.epoch >= opt.epochs();

@@ -41,7 +41,7 @@ expect 2 "/nonexistent: data.root: expected a directory" -- train configs/tiny.t
 
 # A good tiny run, then the same directory again without --resume.
 expect 0 "final test accuracy [0-9.]+%" -- train configs/tiny.toml --run-dir "$tmp/run" --set train.max_steps=0
-for f in config.toml metrics.jsonl train.log checkpoints/step_000000032/model.pt; do
+for f in config.toml metrics.jsonl train.log checkpoints/step_000000032/model.safetensors; do
   checks=$((checks + 1))
   [[ -f "$tmp/run/$f" ]] || { failures=$((failures + 1)); echo "FAIL: run directory lacks $f"; }
 done
@@ -60,9 +60,9 @@ expect 2 "expected a run directory with config.toml" -- train --resume "$tmp/non
 
 # A damaged checkpoint: refused with exit 2, and nothing in it is changed.
 ckpt="$tmp/run/checkpoints/step_000000064"
-head -c 100 "$ckpt/model.pt" > "$tmp/model.part" && cp "$tmp/model.part" "$ckpt/model.pt"
+head -c 100 "$ckpt/model.safetensors" > "$tmp/model.part" && cp "$tmp/model.part" "$ckpt/model.safetensors"
 sum_before="$(cd "$tmp/run" && find . -type f -exec md5sum {} + | sort)"
-expect 2 "model.pt: not a readable weights file" -- train --resume "$tmp/run" --set train.epochs=3
+expect 2 "model.safetensors: truncated or corrupted" -- train --resume "$tmp/run" --set train.epochs=3
 sum_after="$(cd "$tmp/run" && find . -type f -exec md5sum {} + | sort)"
 checks=$((checks + 1))
 [[ "$(grep -v train.log <<<"$sum_after")" == "$(grep -v train.log <<<"$sum_before")" ]] \

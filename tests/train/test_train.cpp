@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/safetensors.h"
 
 namespace {
 
@@ -35,10 +36,9 @@ std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
 }
 
 std::vector<torch::Tensor> weights_of(const std::string& checkpoint) {
-  std::ifstream in(checkpoint + "/model.pt", std::ios::binary);
-  std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   std::vector<torch::Tensor> out;
-  for (const auto& e : torch::pickle_load(bytes).toGenericDict()) out.push_back(e.value().toTensor());
+  for (const auto& [name, t] : kiln::safetensors::load_file(checkpoint + "/model.safetensors").tensors)
+    out.push_back(t);
   return out;
 }
 
@@ -68,7 +68,7 @@ TEST_CASE("one short epoch on 2,000 images lowers the loss", "[train][e2e]") {
   REQUIRE(test["accuracy"].get<double>() > 0.5);
   REQUIRE(test["accuracy"].get<double>() <= 1.0);
   REQUIRE(r.test_accuracy == test["accuracy"].get<double>());
-  REQUIRE(std::filesystem::exists(r.last_checkpoint + "/model.pt"));
+  REQUIRE(std::filesystem::exists(r.last_checkpoint + "/model.safetensors"));
 }
 
 TEST_CASE("stopping and resuming gives the same parameters as one run", "[train][resume]") {
@@ -114,17 +114,18 @@ TEST_CASE("a checkpoint of another model is refused with the mismatch named", "[
 
   kiln::nn::Mlp other(kiln::nn::MlpOptions(784, {32}, 10));
   kiln::optim::AdamW opt(other->parameters());
-  REQUIRE_THROWS_MATCHES(kiln::train::load_checkpoint(r.last_checkpoint, *other, opt),
+  REQUIRE_THROWS_MATCHES(kiln::train::Checkpointer(dir / "run", *other, opt).load(r.last_checkpoint),
                          kiln::InputError,
                          Catch::Message(r.last_checkpoint +
-                                        "/model.pt: 'layers.0.weight' is Float[64, 784] but the "
+                                        "/model.safetensors: 'layers.0.weight' is Float[64, 784] but the "
                                         "model's is Float[32, 784]"));
   // A damaged file is an InputError too, and the checkpoint stays as it was.
   const auto before = weights_of(r.last_checkpoint);
   std::filesystem::resize_file(r.last_checkpoint + "/trainer.pt", 10);
   kiln::nn::Mlp same(kiln::nn::MlpOptions(784, {64}, 10));
   kiln::optim::AdamW opt2(same->parameters());
-  REQUIRE_THROWS_AS(kiln::train::load_checkpoint(r.last_checkpoint, *same, opt2), kiln::InputError);
+  REQUIRE_THROWS_AS(kiln::train::Checkpointer(dir / "run", *same, opt2).load(r.last_checkpoint),
+                    kiln::InputError);
   const auto after = weights_of(r.last_checkpoint);
   for (size_t i = 0; i < before.size(); ++i) REQUIRE(torch::equal(before[i], after[i]));
 }

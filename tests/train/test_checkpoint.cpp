@@ -1,0 +1,351 @@
+// Checkpoints: a full round trip (model, optimizer, extra part, RNG, position);
+// damaged or mismatched checkpoints refused with the model untouched; retention;
+// leftovers of a crash; what --resume names.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "nn/mlp.h"
+#include "optim/adamw.h"
+#include "support.h"
+#include "train/checkpoint.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/safetensors.h"
+
+namespace fs = std::filesystem;
+using kiln::train::Checkpointer;
+using kiln::train::CheckpointOptions;
+using kiln::train::MetricMode;
+using kiln::train::TrainPosition;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A model, its optimizer with state, and an extra part (a counter and a tensor,
+// as a GradScaler would have), all saved by one Checkpointer.
+struct Setup {
+  kiln::nn::Mlp model;
+  kiln::optim::AdamW optimizer;
+  int64_t counter = 0;
+  torch::Tensor scale = torch::ones({1});
+  Checkpointer checkpointer;
+
+  Setup(const std::string& run_dir, uint64_t seed, std::vector<int64_t> hidden = {6},
+        CheckpointOptions options = {}, bool with_part = true)
+      : model((torch::manual_seed(seed), kiln::nn::MlpOptions(8, hidden, 3))),
+        optimizer(model->parameters()),
+        checkpointer(run_dir, *model, optimizer, options) {
+    if (with_part)
+      checkpointer.add_part({"scaler",
+                             [this](torch::serialize::OutputArchive& ar) {
+                               ar.write("counter", c10::IValue(counter));
+                               ar.write("scale", scale);
+                             },
+                             [this](torch::serialize::InputArchive& ar) {
+                               c10::IValue v;
+                               ar.read("counter", v);
+                               counter = v.toInt();
+                               ar.read("scale", scale);
+                             }});
+  }
+
+  void train_steps(int n) {
+    for (int i = 0; i < n; ++i) {
+      optimizer.zero_grad();
+      model->forward(batch_x()).pow(2).mean().backward();
+      optimizer.step();
+    }
+  }
+  static torch::Tensor batch_x() { return torch::linspace(-1, 1, 32).reshape({4, 8}); }
+
+  std::vector<torch::Tensor> params() const {
+    std::vector<torch::Tensor> out;
+    for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
+    return out;
+  }
+};
+
+void require_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(torch::equal(a[i], b[i]));
+}
+
+// Replaces a checkpoint file and its manifest record, as a consistent writer would.
+void rewrite(const std::string& dir, const std::string& file, const std::string& bytes) {
+  kiln::files::write_synced(dir + "/" + file, bytes);
+  auto m = nlohmann::json::parse(kiln::files::read(dir + "/manifest.json"));
+  m["files"][file] = {{"bytes", bytes.size()}, {"crc32", kiln::files::crc32(bytes)}};
+  kiln::files::write_synced(dir + "/manifest.json", m.dump());
+}
+
+std::string load_error(Setup& s, const std::string& dir) {
+  try {
+    s.checkpointer.load(dir);
+  } catch (const kiln::InputError& e) {
+    return e.what();
+  }
+  FAIL("expected an InputError, got none");
+  return "";
+}
+
+std::vector<std::string> entries_of(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint restores model, optimizer, extra part, RNG and position",
+          "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  Setup a(dir / "run", 1);
+  a.train_steps(3);
+  a.counter = 7;
+  a.scale = torch::full({1}, 1024.0);
+  torch::manual_seed(42);
+  torch::rand({5});  // the RNG somewhere in the middle of its stream
+  const TrainPosition pos{3, 1, 2, 99};
+  const auto saved = a.checkpointer.save(pos, "[train]\nseed = 99\n", {{"test_accuracy", 0.5}});
+  REQUIRE(saved == dir / "run/checkpoints/step_000000003");
+  const auto next_random = torch::rand({4});
+  const auto params = a.params();
+
+  Setup b(dir / "run", 2);  // other initial weights, fresh optimizer, other RNG
+  torch::manual_seed(7);
+  const auto back = b.checkpointer.load(saved);
+  REQUIRE(back.step == 3);
+  REQUIRE(back.epoch == 1);
+  REQUIRE(back.batch == 2);
+  REQUIRE(back.shuffle_seed == 99);
+  require_equal(b.params(), params);
+  REQUIRE(b.counter == 7);
+  REQUIRE(torch::equal(b.scale, torch::full({1}, 1024.0)));
+  REQUIRE(torch::equal(torch::rand({4}), next_random));  // the CPU RNG continues where it was
+  // The optimizer state came along: one more step is the same on both.
+  a.train_steps(1);
+  b.train_steps(1);
+  require_equal(b.params(), a.params());
+
+  REQUIRE(kiln::files::read(saved + "/config.toml") == "[train]\nseed = 99\n");
+  const auto m = nlohmann::json::parse(kiln::files::read(saved + "/manifest.json"));
+  REQUIRE(m["step"] == 3);
+  REQUIRE(m["metrics"]["test_accuracy"] == 0.5);
+  for (const char* f : {"model.safetensors", "optimizer.pt", "scaler.pt", "trainer.pt", "config.toml"}) {
+    INFO(f);
+    const auto bytes = kiln::files::read(saved + "/" + f);
+    REQUIRE(m["files"][f]["bytes"] == bytes.size());
+    REQUIRE(m["files"][f]["crc32"] == kiln::files::crc32(bytes));
+  }
+}
+
+TEST_CASE("model.safetensors holds the module's own parameter and buffer names",
+          "[train][checkpoint]") {
+  struct Net : torch::nn::Module {
+    Net() {
+      register_parameter("w", torch::randn({2, 3}));
+      register_module("sub", torch::nn::Linear(3, 2));
+      register_buffer("running_mean", torch::arange(3.0));
+    }
+  };
+  kiln::test::TempDir dir;
+  Net net;
+  torch::optim::SGD sgd(net.parameters(), 0.1);
+  const auto saved = Checkpointer(dir.path(), net, sgd).save({}, "");
+  const auto file = kiln::safetensors::load_file(saved + "/model.safetensors");
+  std::set<std::string> names;
+  for (const auto& [name, t] : file.tensors) names.insert(name);
+  REQUIRE(names == std::set<std::string>{"w", "sub.weight", "sub.bias", "running_mean"});
+  REQUIRE(file.metadata.at("format") == "pt");
+
+  Net other;
+  torch::optim::SGD sgd2(other.parameters(), 0.1);
+  Checkpointer(dir.path(), other, sgd2).load(saved);
+  REQUIRE(torch::equal(other.named_parameters()["w"], net.named_parameters()["w"]));
+  REQUIRE(torch::equal(other.named_buffers()["running_mean"], torch::arange(3.0)));
+}
+
+TEST_CASE("a truncated or corrupted checkpoint file is refused and the model is unchanged",
+          "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  Setup a(dir / "run", 1);
+  a.train_steps(2);
+  const auto saved = a.checkpointer.save({2, 0, 2, 0}, "cfg");
+  for (const char* f : {"model.safetensors", "optimizer.pt", "scaler.pt", "trainer.pt", "config.toml"}) {
+    INFO(f);
+    const std::string path = saved + "/" + f;
+    const auto good = kiln::files::read(path);
+    Setup b(dir / "run", 2);
+    const auto before = b.params();
+
+    kiln::files::write_synced(path, good.substr(0, good.size() / 2));
+    REQUIRE_THAT(load_error(b, saved),
+                 Contains(path + ": truncated or corrupted: expected " +
+                          std::to_string(good.size()) + " bytes (the manifest's), found " +
+                          std::to_string(good.size() / 2)));
+    std::string flipped = good;
+    flipped[good.size() / 2] ^= 0x10;
+    kiln::files::write_synced(path, flipped);
+    REQUIRE_THAT(load_error(b, saved), Contains(path + ": truncated or corrupted: CRC-32"));
+    fs::remove(path);
+    REQUIRE_THAT(load_error(b, saved), Contains(path + ": cannot read the file"));
+
+    require_equal(b.params(), before);
+    REQUIRE(b.counter == 0);
+    kiln::files::write_synced(path, good);
+  }
+  Setup c(dir / "run", 3);
+  REQUIRE_NOTHROW(c.checkpointer.load(saved));  // restored files: whole again
+  fs::remove(saved + "/manifest.json");
+  REQUIRE_THAT(load_error(c, saved), Contains(saved + "/manifest.json: missing"));
+}
+
+TEST_CASE("a checkpoint of other shapes, dtypes or tensors is refused naming the tensor",
+          "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  Setup a(dir / "run", 1);
+  const auto saved = a.checkpointer.save({1, 0, 1, 0}, "cfg");
+  const std::string file = saved + "/model.safetensors";
+
+  Setup narrow(dir / "run", 2, {5});
+  const auto before = narrow.params();
+  REQUIRE(load_error(narrow, saved) ==
+          file + ": 'layers.0.weight' is Float[6, 8] but the model's is Float[5, 8]");
+  require_equal(narrow.params(), before);
+
+  Setup wide(dir / "run", 2);
+  wide.model->to(torch::kDouble);
+  REQUIRE(load_error(wide, saved) ==
+          file + ": 'layers.0.weight' is Float[6, 8] but the model's is Double[6, 8]");
+
+  // Rewritten consistently (manifest updated): the names themselves differ.
+  auto tensors = kiln::safetensors::load_file(file).tensors;
+  const auto original = kiln::files::read(file);
+  auto missing = tensors;
+  missing.erase(std::find_if(missing.begin(), missing.end(),
+                             [](const auto& p) { return p.first == "layers.1.bias"; }));
+  rewrite(saved, "model.safetensors", kiln::safetensors::serialize(missing));
+  Setup b(dir / "run", 2);
+  REQUIRE(load_error(b, saved) == file + ": has no tensor 'layers.1.bias', which the model has "
+                                         "(a checkpoint of another model?)");
+  auto extra = tensors;
+  extra.emplace_back("head.weight", torch::zeros({2}));
+  rewrite(saved, "model.safetensors", kiln::safetensors::serialize(extra));
+  REQUIRE(load_error(b, saved) == file + ": holds tensor 'head.weight', which the model does not "
+                                         "have (a checkpoint of another model?)");
+  rewrite(saved, "model.safetensors", original);
+  REQUIRE_NOTHROW(b.checkpointer.load(saved));
+
+  // State parts must match the run's: a run without the scaler, or with another part.
+  Setup no_part(dir / "run", 2, {6}, {}, /*with_part=*/false);
+  REQUIRE_THAT(load_error(no_part, saved), Contains("holds 'scaler' state (scaler.pt), which this "
+                                                    "run does not have"));
+  Setup more(dir / "run", 2);
+  more.checkpointer.add_part({"schedule", [](auto&) {}, [](auto&) {}});
+  REQUIRE_THAT(load_error(more, saved),
+               Contains("has no 'schedule' state (schedule.pt), which this run needs"));
+}
+
+TEST_CASE("retention keeps the newest K checkpoints and the best by the metric",
+          "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  const std::vector<double> accuracy = {0.5, 0.9, 0.6, 0.7, 0.65, 0.6};
+  Setup s(dir / "run", 1, {6},
+          CheckpointOptions().keep_last(2).best_metric("test_accuracy").best_mode(MetricMode::kMax));
+  for (int64_t step = 1; step <= 6; ++step)
+    s.checkpointer.save({step, 0, step, 0}, "", {{"test_accuracy", accuracy[step - 1]}});
+  const auto root = dir / "run/checkpoints";
+  REQUIRE(entries_of(root) ==
+          std::vector<std::string>{"step_000000002", "step_000000005", "step_000000006"});
+  REQUIRE(kiln::train::best_checkpoint(dir / "run", "test_accuracy", MetricMode::kMax) ==
+          root + "/step_000000002");
+  REQUIRE(kiln::train::best_checkpoint(dir / "run", "test_accuracy", MetricMode::kMin) ==
+          root + "/step_000000006");  // 0.6 at step 6 (step 1's 0.5 is gone)
+  REQUIRE_FALSE(kiln::train::best_checkpoint(dir / "run", "test_loss", MetricMode::kMin));
+  REQUIRE(kiln::train::latest_checkpoint(dir / "run") == root + "/step_000000006");
+
+  // keep_last = 0 keeps every checkpoint.
+  Setup all(dir / "all", 1);
+  for (int64_t step = 1; step <= 4; ++step) all.checkpointer.save({step, 0, step, 0}, "");
+  REQUIRE(kiln::train::list_checkpoints(dir / "all").size() == 4);
+}
+
+TEST_CASE("a leftover temporary directory from a crash is ignored and cleaned on the next save",
+          "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  Setup s(dir / "run", 1);
+  s.checkpointer.save({3, 0, 3, 0}, "");
+  const auto root = dir / "run/checkpoints";
+  // A save of step 9 that crashed before its rename, and a deletion that crashed.
+  fs::create_directories(root + "/.tmp-step_000000009");
+  kiln::files::write_synced(root + "/.tmp-step_000000009/model.safetensors", "half");
+  fs::create_directories(root + "/.trash-step_000000001");
+  REQUIRE(kiln::train::latest_checkpoint(dir / "run") == root + "/step_000000003");
+  REQUIRE(kiln::train::list_checkpoints(dir / "run").size() == 1);
+  s.checkpointer.save({4, 0, 4, 0}, "");
+  REQUIRE(entries_of(root) == std::vector<std::string>{"step_000000003", "step_000000004"});
+}
+
+TEST_CASE("saving a step again replaces its checkpoint whole", "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  Setup s(dir / "run", 1);
+  s.counter = 1;
+  s.checkpointer.save({5, 0, 5, 0}, "first");
+  s.counter = 2;
+  const auto saved = s.checkpointer.save({5, 0, 5, 0}, "second");
+  REQUIRE(entries_of(dir / "run/checkpoints") == std::vector<std::string>{"step_000000005"});
+  REQUIRE(kiln::files::read(saved + "/config.toml") == "second");
+  Setup t(dir / "run", 2);
+  t.checkpointer.load(saved);
+  REQUIRE(t.counter == 2);
+}
+
+TEST_CASE("a resume argument names a checkpoint, a run, or the latest run", "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  Setup a(dir / "runs/a", 1), b(dir / "runs/b", 1);
+  a.checkpointer.save({4, 0, 4, 0}, "");
+  const auto a2 = a.checkpointer.save({8, 0, 8, 0}, "");
+  const auto b1 = b.checkpointer.save({2, 0, 2, 0}, "");
+  // b's checkpoint is the most recently written (set explicitly: file times can tie).
+  fs::last_write_time(a2 + "/manifest.json", fs::last_write_time(b1 + "/manifest.json") - std::chrono::seconds(5));
+
+  const auto by_dir = kiln::train::resolve_resume(a2);
+  REQUIRE(by_dir.checkpoint_dir == a2);
+  REQUIRE(fs::equivalent(by_dir.run_dir, dir / "runs/a"));
+  const auto by_run = kiln::train::resolve_resume(dir / "runs/a/");
+  REQUIRE(by_run.checkpoint_dir == a2);
+  const auto latest = kiln::train::resolve_resume("latest", dir / "runs");
+  REQUIRE(latest.checkpoint_dir == b1);
+  REQUIRE(fs::equivalent(latest.run_dir, dir / "runs/b"));
+  REQUIRE(kiln::train::resolve_resume("latest", dir / "runs/a").checkpoint_dir == a2);
+
+  REQUIRE_THROWS_WITH(kiln::train::resolve_resume(dir / "nope"),
+                      Contains("expected a checkpoint directory (with manifest.json), a run "
+                               "directory (with checkpoints/) or 'latest', found nothing"));
+  fs::create_directories(dir / "empty/checkpoints");
+  REQUIRE_THROWS_WITH(kiln::train::resolve_resume(dir / "empty"),
+                      Contains("expected a complete checkpoint under checkpoints/, found none"));
+  REQUIRE_THROWS_WITH(kiln::train::resolve_resume("latest", dir / "empty/checkpoints"),
+                      Contains("--resume latest: expected a run directory"));
+}
+
+TEST_CASE("a CUDA model and the CUDA RNG round-trip through a checkpoint",
+          "[train][checkpoint][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  kiln::test::TempDir dir;
+  Setup a(dir / "run", 1);
+  a.model->to(torch::kCUDA);
+  torch::cuda::manual_seed_all(11);
+  const auto saved = a.checkpointer.save({1, 0, 1, 0}, "");
+  const auto next = torch::rand({4}, torch::kCUDA);
+  Setup b(dir / "run", 2);
+  b.model->to(torch::kCUDA);
+  torch::cuda::manual_seed_all(3);
+  b.checkpointer.load(saved);
+  REQUIRE(torch::equal(torch::rand({4}, torch::kCUDA), next));
+  require_equal(b.params(), a.params());
+}
