@@ -27,6 +27,7 @@ TORCH_LIBRARY(kiln, m) {
   m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, "
         "Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, "
         "float eps, int step) -> ()");
+  m.def("grad_norm(Tensor[] tensors) -> Tensor");
 }
 
 namespace kiln::ops {
@@ -118,6 +119,12 @@ void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList ex
   using TL = at::TensorList;
   KILN_CALL(fused_adamw_, void(TL, TL, TL, TL, double, double, double, double, double, int64_t),
             params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, weight_decay, eps, step);
+}
+
+Tensor grad_norm(at::TensorList tensors) {
+  // The dispatcher needs a tensor to pick a backend: check emptiness here.
+  TORCH_CHECK(!tensors.empty(), "kiln::grad_norm: tensors: expected at least one tensor, got none");
+  KILN_CALL(grad_norm, Tensor(at::TensorList), tensors);
 }
 
 #undef KILN_CALL

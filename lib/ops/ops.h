@@ -3,6 +3,7 @@
 // autocast applies the op's policy (docs/ops.md).
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
 
 #include <optional>
 #include <tuple>
@@ -73,6 +74,12 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logi
 void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                   at::TensorList exp_avg_sqs, double lr, double beta1, double beta2,
                   double weight_decay, double eps, int64_t step);
+
+/// √(Σ over all tensors of Σ x²), the global 2-norm, in one fused pass: one
+/// parallel pass on CPU, one multi-tensor launch on CUDA with no host sync. The
+/// tensors share a dtype and device; the result is a 0-dim float32 (float64 for
+/// float64 tensors) on that device. Example: auto n = kiln::ops::grad_norm(grads);
+at::Tensor grad_norm(at::TensorList tensors);
 
 /// True when the CUDA kernels were compiled into this build.
 bool built_with_cuda();

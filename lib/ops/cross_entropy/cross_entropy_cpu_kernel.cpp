@@ -1,6 +1,7 @@
 // Vectorised CPU cross entropy on raw pointers, one row at a time; compiled once
 // per CPU capability (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
 #include "../cpu_dtype.h"
+#include "../cpu_vec.h"
 #include "cross_entropy_kernel.h"
 
 #include <ATen/OpMathType.h>
@@ -14,29 +15,6 @@
 
 namespace kiln::ops::cpu::KILN_CPU_NS {
 namespace {
-
-using at::vec::Vectorized;
-template <typename T> using Acc = at::opmath_type<T>;  // float for half types
-
-// One vector of Acc<T> from V::size() elements at p (or the first n, n < V::size()).
-template <typename T>
-Vectorized<Acc<T>> load_acc(const T* p) {
-  if constexpr (std::is_same_v<T, Acc<T>>) {
-    return Vectorized<T>::loadu(p);
-  } else {
-    Vectorized<float> v;
-    at::vec::load_to_float(p, v);
-    return v;
-  }
-}
-template <typename T>
-Vectorized<Acc<T>> load_acc(const T* p, int64_t n) {
-  if constexpr (std::is_same_v<T, Acc<T>>) {
-    return Vectorized<T>::loadu(p, n);
-  } else {
-    return std::get<0>(at::vec::convert_to_float<T>(Vectorized<T>::loadu(p, n)));
-  }
-}
 
 // log Σ_j exp(x[j]) in one pass over memory. The row goes by tiles that stay in
 // L1: a tile's lane-wise max first, then the running sum (per lane) is rescaled
