@@ -1,0 +1,80 @@
+// kiln::optim::Lion: the update in plain ATen per tensor (one temporary for the
+// sign) and its state through state_io.h.
+#include "optim/lion.h"
+
+#include "optim/group_options.h"
+#include "optim/state_io.h"
+
+namespace kiln::optim {
+namespace {
+
+void check_options(const LionOptions& o, const std::string& where) {
+  TORCH_CHECK(o.lr() >= 0, where, "lr: expected >= 0, got ", o.lr());
+  TORCH_CHECK(o.beta1() >= 0 && o.beta1() <= 1, where, "beta1: expected in [0, 1], got ", o.beta1());
+  TORCH_CHECK(o.beta2() >= 0 && o.beta2() < 1, where, "beta2: expected in [0, 1), got ", o.beta2());
+  TORCH_CHECK(o.weight_decay() >= 0, where, "weight_decay: expected >= 0, got ", o.weight_decay());
+}
+
+struct LionCodec {
+  static constexpr const char* kKind = "kiln::optim::Lion";
+  using Options = LionOptions;
+  using ParamState = LionParamState;
+  template <class O, class F>
+  static void options(O& o, F&& f) {
+    f("lr", o.lr());
+    f("beta1", o.beta1());
+    f("beta2", o.beta2());
+    f("weight_decay", o.weight_decay());
+  }
+  template <class S, class F>
+  static void state(S& s, F&& f) {
+    f("exp_avg", s.exp_avg());
+  }
+};
+
+}  // namespace
+
+Lion::Lion(const std::vector<torch::optim::OptimizerParamGroup>& param_groups, LionOptions defaults)
+    : Optimizer(param_groups, std::make_unique<LionOptions>(defaults)) {
+  restore_group_options(*this, param_groups);
+  check_options(defaults, "Lion: ");
+  for (size_t g = 0; g < param_groups_.size(); ++g)
+    check_options(static_cast<const LionOptions&>(param_groups_[g].options()),
+                  c10::str("Lion: group ", g, ": "));
+}
+
+torch::Tensor Lion::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const LionOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto& grad = p.grad();
+      TORCH_CHECK(!grad.is_sparse(), "Lion: sparse gradients are not supported");
+      auto& slot = state_[p.unsafeGetTensorImpl()];
+      // State initialization
+      if (!slot) {
+        auto s = std::make_unique<LionParamState>();
+        s->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
+        slot = std::move(s);
+      }
+      auto& m = static_cast<LionParamState&>(*slot).exp_avg();
+      // u = sign(β1·m + (1−β1)·g), computed before m moves on.
+      const auto update = m.mul(o.beta1()).add_(grad, 1 - o.beta1()).sign_();
+      if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
+      p.add_(update, -o.lr());
+      m.mul_(o.beta2()).add_(grad, 1 - o.beta2());
+    }
+  }
+  return loss;
+}
+
+void Lion::save(torch::serialize::OutputArchive& ar) const { save_state<LionCodec>(*this, ar); }
+void Lion::load(torch::serialize::InputArchive& ar) { load_state<LionCodec>(*this, ar); }
+
+}  // namespace kiln::optim

@@ -1,0 +1,86 @@
+// kiln::optim::SGD: the update in plain ATen (one in-place pass per tensor and
+// term, as torch::optim::SGD) and its state through state_io.h.
+#include "optim/sgd.h"
+
+#include "optim/group_options.h"
+#include "optim/state_io.h"
+
+namespace kiln::optim {
+namespace {
+
+void check_options(const SGDOptions& o, const std::string& where) {
+  TORCH_CHECK(o.lr() >= 0, where, "lr: expected >= 0, got ", o.lr());
+  TORCH_CHECK(o.momentum() >= 0, where, "momentum: expected >= 0, got ", o.momentum());
+  TORCH_CHECK(o.weight_decay() >= 0, where, "weight_decay: expected >= 0, got ", o.weight_decay());
+  TORCH_CHECK(!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0), where,
+              "nesterov: expected momentum > 0 and dampening 0, got momentum ", o.momentum(),
+              " and dampening ", o.dampening());
+}
+
+struct SGDCodec {
+  static constexpr const char* kKind = "kiln::optim::SGD";
+  using Options = SGDOptions;
+  using ParamState = SGDParamState;
+  template <class O, class F>
+  static void options(O& o, F&& f) {
+    f("lr", o.lr());
+    f("momentum", o.momentum());
+    f("dampening", o.dampening());
+    f("weight_decay", o.weight_decay());
+    f("nesterov", o.nesterov());
+  }
+  template <class S, class F>
+  static void state(S& s, F&& f) {
+    f("momentum_buffer", s.momentum_buffer());
+  }
+};
+
+}  // namespace
+
+SGD::SGD(const std::vector<torch::optim::OptimizerParamGroup>& param_groups, SGDOptions defaults)
+    : Optimizer(param_groups, std::make_unique<SGDOptions>(defaults)) {
+  restore_group_options(*this, param_groups);
+  check_options(defaults, "SGD: ");
+  for (size_t g = 0; g < param_groups_.size(); ++g)
+    check_options(static_cast<const SGDOptions&>(param_groups_[g].options()),
+                  c10::str("SGD: group ", g, ": "));
+}
+
+torch::Tensor SGD::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const SGDOptions&>(group.options());
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      TORCH_CHECK(!p.grad().is_sparse(), "SGD: sparse gradients are not supported");
+      auto d_p = p.grad();
+      if (o.weight_decay() != 0) d_p = d_p.add(p, o.weight_decay());  // g + λ·p
+      if (o.momentum() != 0) {
+        auto& slot = state_[p.unsafeGetTensorImpl()];
+        // State initialization: the first buffer is the gradient itself.
+        if (!slot) {
+          auto s = std::make_unique<SGDParamState>();
+          s->momentum_buffer(torch::clone(d_p).detach());
+          slot = std::move(s);
+        } else {
+          auto& buf = static_cast<SGDParamState&>(*slot).momentum_buffer();
+          buf.mul_(o.momentum()).add_(d_p, 1 - o.dampening());
+        }
+        const auto& buf = static_cast<SGDParamState&>(*slot).momentum_buffer();
+        d_p = o.nesterov() ? d_p.add(buf, o.momentum()) : buf;
+      }
+      p.add_(d_p, -o.lr());
+    }
+  }
+  return loss;
+}
+
+void SGD::save(torch::serialize::OutputArchive& ar) const { save_state<SGDCodec>(*this, ar); }
+void SGD::load(torch::serialize::InputArchive& ar) { load_state<SGDCodec>(*this, ar); }
+
+}  // namespace kiln::optim
