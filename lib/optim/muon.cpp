@@ -144,7 +144,13 @@ void Muon::save(torch::serialize::OutputArchive& ar) const {
 }
 
 void Muon::load(torch::serialize::InputArchive& ar) {
-  load_state<MuonCodec>(*this, ar, [&] {
+  load_state<MuonCodec>(*this, ar, [&](const std::vector<MuonOptions>& options) {
+    for (size_t g = 0; g < options.size(); ++g) {
+      const bool ours = static_cast<const MuonOptions&>(param_groups_[g].options()).adamw();
+      TORCH_CHECK(options[g].adamw() == ours, "Muon state: group ", g, ": expected ",
+                  ours ? "an AdamW" : "a Muon", " group, the file has ", ours ? "a Muon" : "an AdamW",
+                  " group");
+    }
     if (!adamw_) return;
     torch::serialize::InputArchive inner;
     TORCH_CHECK(ar.try_read("adamw", inner), "Muon state: missing the AdamW groups' state 'adamw'");

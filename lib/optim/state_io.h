@@ -78,12 +78,13 @@ void save_state(const torch::optim::Optimizer& opt, torch::serialize::OutputArch
 }
 
 /// Reads what save_state wrote into `opt`, checking everything first; then runs
-/// `before_commit` (which may still throw, e.g. loading an inner optimizer) and
-/// only then replaces the groups' options and the state.
+/// `before_commit` on the options read (it may still throw: check them, load an
+/// inner optimizer) and only then replaces the groups' options and the state.
 /// Example: void Lion::load(InputArchive& ar) { load_state<LionCodec>(*this, ar); }
 template <typename Codec>
 void load_state(torch::optim::Optimizer& opt, torch::serialize::InputArchive& ar,
-                const std::function<void()>& before_commit = {}) {
+                const std::function<void(const std::vector<typename Codec::Options>&)>&
+                    before_commit = {}) {
   using Options = typename Codec::Options;
   using ParamState = typename Codec::ParamState;
   auto& groups = opt.param_groups();
@@ -111,7 +112,7 @@ void load_state(torch::optim::Optimizer& opt, torch::serialize::InputArchive& ar
       if (present) loaded[params[i].unsafeGetTensorImpl()] = std::move(s);
     }
   }
-  if (before_commit) before_commit();
+  if (before_commit) before_commit(options);
   for (size_t g = 0; g < groups.size(); ++g)
     static_cast<Options&>(groups[g].options()) = std::move(options[g]);
   opt.state() = std::move(loaded);

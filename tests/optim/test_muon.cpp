@@ -1,6 +1,9 @@
 // kiln::optim::Muon: the Newton–Schulz step's singular values, the split of a
-// model's parameters into Muon and AdamW groups, and a small model that trains.
+// model's parameters into Muon and AdamW groups, a small model that trains, and a
+// state file whose groups do not match.
 #include <torch/torch.h>
+
+#include <sstream>
 
 #include "nn/mlp.h"
 #include "ops/ops.h"
@@ -65,4 +68,26 @@ TEST_CASE("Muon trains an Mlp on a separable problem: the loss falls at least 10
   }
   INFO("loss " << first << " -> " << last);
   REQUIRE(last < first / 10);
+}
+
+TEST_CASE("Muon refuses a state whose Muon and AdamW groups are the other way round",
+          "[optim][muon]") {
+  auto make = [](bool first_is_adamw) {
+    std::vector<torch::optim::OptimizerParamGroup> g;
+    for (const bool adamw : {first_is_adamw, !first_is_adamw}) {
+      auto p = torch::randn({4, 3}, torch::requires_grad());
+      p.mutable_grad() = torch::randn({4, 3});
+      g.emplace_back(std::vector<torch::Tensor>{p}, std::make_unique<kiln::optim::MuonOptions>(
+                                                         kiln::optim::MuonOptions().adamw(adamw)));
+    }
+    return std::make_unique<kiln::optim::Muon>(g);
+  };
+  auto saved = make(false);
+  saved->step();
+  std::stringstream file;
+  torch::save(*saved, file);
+  auto other = make(true);
+  REQUIRE_THROWS_WITH(torch::load(*other, file),
+                      Catch::Contains("group 0: expected an AdamW group, the file has a Muon group"));
+  REQUIRE(other->state().empty());
 }
