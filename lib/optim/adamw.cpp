@@ -1,11 +1,10 @@
 // kiln::optim::AdamW: the update (the arithmetic of torch::optim::AdamW, run by the
-// fused kernel kiln::ops::fused_adamw_ once per bucket of tensors) and checked
-// state save/load.
+// fused kernel kiln::ops::fused_adamw_ once per bucket of tensors) and its state
+// through state_io.h.
 #include "optim/adamw.h"
 
 #include "optim/group_options.h"
-
-#include <torch/serialize/archive.h>
+#include "optim/state_io.h"
 
 #include <map>
 #include <tuple>
@@ -31,24 +30,25 @@ struct Bucket {
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
 };
 
-std::string key(const char* what, size_t g) { return c10::str("group", g, "_", what); }
-std::string key(const char* what, size_t g, size_t i) {
-  return c10::str("state", g, "_", i, "_", what);
-}
-
-double read_double(torch::serialize::InputArchive& ar, const std::string& k) {
-  c10::IValue v;
-  TORCH_CHECK(ar.try_read(k, v) && v.isDouble(), "AdamW state: missing or non-float entry '", k,
-              "'");
-  return v.toDouble();
-}
-
-int64_t read_int(torch::serialize::InputArchive& ar, const std::string& k) {
-  c10::IValue v;
-  TORCH_CHECK(ar.try_read(k, v) && v.isInt(), "AdamW state: missing or non-integer entry '", k,
-              "'");
-  return v.toInt();
-}
+struct AdamWCodec {
+  static constexpr const char* kKind = "kiln::optim::AdamW";
+  using Options = AdamWOptions;
+  using ParamState = AdamWParamState;
+  template <class O, class F>
+  static void options(O& o, F&& f) {
+    f("lr", o.lr());
+    f("beta1", o.beta1());
+    f("beta2", o.beta2());
+    f("eps", o.eps());
+    f("weight_decay", o.weight_decay());
+  }
+  template <class S, class F>
+  static void state(S& s, F&& f) {
+    f("step", s.step());
+    f("exp_avg", s.exp_avg());
+    f("exp_avg_sq", s.exp_avg_sq());
+  }
+};
 
 }  // namespace
 
@@ -101,74 +101,7 @@ torch::Tensor AdamW::step(LossClosure closure) {
   return loss;
 }
 
-void AdamW::save(torch::serialize::OutputArchive& ar) const {
-  ar.write("kind", c10::IValue(std::string("kiln::optim::AdamW")));
-  ar.write("groups", c10::IValue(static_cast<int64_t>(param_groups_.size())));
-  for (size_t g = 0; g < param_groups_.size(); ++g) {
-    const auto& group = param_groups_[g];
-    const auto& o = static_cast<const AdamWOptions&>(group.options());
-    ar.write(key("size", g), c10::IValue(static_cast<int64_t>(group.params().size())));
-    ar.write(key("lr", g), c10::IValue(o.lr()));
-    ar.write(key("beta1", g), c10::IValue(o.beta1()));
-    ar.write(key("beta2", g), c10::IValue(o.beta2()));
-    ar.write(key("eps", g), c10::IValue(o.eps()));
-    ar.write(key("weight_decay", g), c10::IValue(o.weight_decay()));
-    for (size_t i = 0; i < group.params().size(); ++i) {
-      const auto it = state_.find(group.params()[i].unsafeGetTensorImpl());
-      if (it == state_.end()) continue;
-      const auto& s = static_cast<const AdamWParamState&>(*it->second);
-      ar.write(key("step", g, i), c10::IValue(s.step()));
-      ar.write(key("exp_avg", g, i), s.exp_avg());
-      ar.write(key("exp_avg_sq", g, i), s.exp_avg_sq());
-    }
-  }
-}
-
-void AdamW::load(torch::serialize::InputArchive& ar) {
-  c10::IValue kind;
-  TORCH_CHECK(ar.try_read("kind", kind) && kind.isString() &&
-                  kind.toStringRef() == "kiln::optim::AdamW",
-              "AdamW state: expected a kiln::optim::AdamW state, got ",
-              kind.isString() ? kind.toStringRef() : std::string("something else"));
-  const int64_t groups = read_int(ar, "groups");
-  TORCH_CHECK(groups == static_cast<int64_t>(param_groups_.size()), "AdamW state: expected ",
-              param_groups_.size(), " parameter groups, the file has ", groups);
-  // Read and check everything before changing anything: a bad file leaves the
-  // optimizer as it was.
-  std::vector<AdamWOptions> options;
-  decltype(state_) loaded;
-  for (size_t g = 0; g < param_groups_.size(); ++g) {
-    const auto& params = param_groups_[g].params();
-    const int64_t size = read_int(ar, key("size", g));
-    TORCH_CHECK(size == static_cast<int64_t>(params.size()), "AdamW state: group ", g,
-                ": expected ", params.size(), " parameters, the file has ", size);
-    AdamWOptions o(read_double(ar, key("lr", g)));
-    o.beta1(read_double(ar, key("beta1", g)))
-        .beta2(read_double(ar, key("beta2", g)))
-        .eps(read_double(ar, key("eps", g)))
-        .weight_decay(read_double(ar, key("weight_decay", g)));
-    options.push_back(o);
-    for (size_t i = 0; i < params.size(); ++i) {
-      c10::IValue step;
-      if (!ar.try_read(key("step", g, i), step)) continue;  // no state yet for this one
-      auto s = std::make_unique<AdamWParamState>();
-      s->step(step.toInt());
-      for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-        torch::Tensor t;
-        TORCH_CHECK(ar.try_read(key(name, g, i), t), "AdamW state: group ", g, " parameter ", i,
-                    ": missing ", name);
-        TORCH_CHECK(t.sizes() == params[i].sizes() && t.scalar_type() == params[i].scalar_type(),
-                    "AdamW state: group ", g, " parameter ", i, ": ", name, " is ", t.scalar_type(),
-                    t.sizes(), " but the parameter is ", params[i].scalar_type(), params[i].sizes());
-        t = t.to(params[i].device());
-        std::string(name) == "exp_avg" ? s->exp_avg(t) : s->exp_avg_sq(t);
-      }
-      loaded[params[i].unsafeGetTensorImpl()] = std::move(s);
-    }
-  }
-  for (size_t g = 0; g < param_groups_.size(); ++g)
-    static_cast<AdamWOptions&>(param_groups_[g].options()) = options[g];
-  state_ = std::move(loaded);
-}
+void AdamW::save(torch::serialize::OutputArchive& ar) const { save_state<AdamWCodec>(*this, ar); }
+void AdamW::load(torch::serialize::InputArchive& ar) { load_state<AdamWCodec>(*this, ar); }
 
 }  // namespace kiln::optim
