@@ -16,8 +16,12 @@
 #include "ops/cpu_capability.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
+#include "optim/lion.h"
+#include "optim/muon.h"
+#include "optim/sgd.h"
 
 #include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 
 #include <cmath>
 #include <memory>
@@ -123,8 +127,36 @@ std::vector<Case> adamw_cases(const Setup& s) {
   return cases;
 }
 
+// Lion, SGD and Muon: each optimizer's step against kiln::optim::AdamW's on the
+// same parameters (a step time reported against AdamW), and SGD also against
+// torch::optim::SGD. Muon orthogonalises the 75 matrices and leaves the 25 bias
+// vectors to its inner AdamW.
+std::vector<Case> other_cases(const Setup& s) {
+  const double item = s.options.dtype().itemsize();
+  const auto adamw = make_adamw(s.parameters());
+  auto lion = std::make_shared<kiln::optim::Lion>(
+      s.parameters(), kiln::optim::LionOptions(kLr).weight_decay(kWeightDecay));
+  auto sgd = std::make_shared<kiln::optim::SGD>(
+      s.parameters(), kiln::optim::SGDOptions(kLr).momentum(0.9).nesterov(true));
+  auto torch_sgd = std::make_shared<torch::optim::SGD>(
+      s.parameters(), torch::optim::SGDOptions(kLr).momentum(0.9).nesterov(true));
+  std::vector<at::Tensor> matrices, vectors;
+  for (auto& p : s.parameters()) (p.dim() == 2 ? matrices : vectors).push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(matrices, std::make_unique<kiln::optim::MuonOptions>(kiln::optim::MuonOptions(0.02)));
+  groups.emplace_back(vectors, std::make_unique<kiln::optim::MuonOptions>(
+                                   kiln::optim::MuonOptions(kLr).adamw(true).weight_decay(kWeightDecay)));
+  auto muon = std::make_shared<kiln::optim::Muon>(groups);
+  const char* vs_adamw = "kiln::optim::AdamW";
+  return {{"lion", "step", [=] { lion->step(); }, [=] { adamw->step(); }, 5.0 * s.total * item, vs_adamw},
+          {"sgd", "step", [=] { sgd->step(); }, [=] { adamw->step(); }, 5.0 * s.total * item, vs_adamw},
+          {"sgd", "step", [=] { sgd->step(); }, [=] { torch_sgd->step(); }, 5.0 * s.total * item,
+           "torch::optim::SGD"},
+          {"muon", "step", [=] { muon->step(); }, [=] { adamw->step(); }, 0.0, vs_adamw}};
+}
+
 using CaseMaker = std::vector<Case> (*)(const Setup&);
-const std::vector<CaseMaker> kCaseMakers = {adamw_cases};
+const std::vector<CaseMaker> kCaseMakers = {adamw_cases, other_cases};
 
 }  // namespace
 
