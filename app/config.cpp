@@ -5,9 +5,15 @@
 
 #include <toml++/toml.h>
 
+#include "nn/factory.h"
+#include "optim/factory.h"
+#include "optim/schedule.h"
+#include "train/amp.h"
+
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace kiln::app {
@@ -21,28 +27,60 @@ void for_each_key(C& c, V&& v) {
   v("data", "root", c.data.root, "folder with the Fashion-MNIST IDX files (.gz or plain)");
   v("data", "train_limit", c.data.train_limit, "use the first N training images; 0 = all");
   v("data", "test_limit", c.data.test_limit, "use the first N test images; 0 = all");
-  v("model", "name", c.model.name, "model to build: mlp");
-  v("model", "hidden", c.model.hidden, "hidden layer widths");
+  v("model", "name", c.model.name, "model to build: mlp or deep_mlp");
+  v("model", "hidden", c.model.hidden, "mlp: hidden layer widths");
   v("model", "dropout", c.model.dropout, "dropout after each hidden activation, in [0, 1)");
-  v("optim", "name", c.optim.name, "optimizer: adamw");
-  v("optim", "lr", c.optim.lr, "learning rate");
+  v("model", "depth", c.model.depth, "deep_mlp: number of hidden layers");
+  v("model", "width", c.model.width, "deep_mlp: width of every hidden layer");
+  v("model", "activation", c.model.activation, "deep_mlp: relu or gelu");
+  v("model", "checkpoint_every", c.model.checkpoint_every,
+    "deep_mlp: layers per activation-checkpointed segment; 0 = off");
+  v("optim", "name", c.optim.name, "optimizer: adamw, sgd, lion or muon");
+  v("optim", "lr", c.optim.lr, "peak learning rate");
   v("optim", "weight_decay", c.optim.weight_decay, "decoupled weight decay");
-  v("optim", "beta1", c.optim.beta1, "first-moment decay");
-  v("optim", "beta2", c.optim.beta2, "second-moment decay");
-  v("optim", "eps", c.optim.eps, "denominator epsilon");
+  v("optim", "beta1", c.optim.beta1, "adamw, lion: first-moment decay");
+  v("optim", "beta2", c.optim.beta2, "adamw, lion: second-moment decay");
+  v("optim", "eps", c.optim.eps, "adamw: denominator epsilon");
+  v("optim", "momentum", c.optim.momentum, "sgd, muon: momentum");
+  v("optim", "nesterov", c.optim.nesterov, "sgd, muon: Nesterov momentum");
+  v("optim", "adamw_lr", c.optim.adamw_lr,
+    "muon: learning rate of its AdamW group (non-matrix parameters, the output head)");
+  v("optim", "clip_norm", c.optim.clip_norm, "clip gradients to this global norm; 0 = off");
+  v("schedule", "name", c.schedule.name, "learning-rate schedule: constant, cosine, linear or wsd");
+  v("schedule", "warmup_steps", c.schedule.warmup_steps, "steps of linear warmup from 0");
+  v("schedule", "min_lr", c.schedule.min_lr, "cosine, linear, wsd: learning rate at the end");
+  v("schedule", "decay_fraction", c.schedule.decay_fraction,
+    "wsd: fraction of all steps spent in the final decay");
   v("train", "epochs", c.train.epochs, "passes over the training set");
   v("train", "batch_size", c.train.batch_size, "examples per optimizer step");
+  v("train", "accumulate", c.train.accumulate,
+    "micro-batches per step (gradient accumulation); divides batch_size");
   v("train", "eval_batch_size", c.train.eval_batch_size, "examples per evaluation batch");
+  v("train", "eval_every", c.train.eval_every, "steps between evaluations; 0 = at epoch ends only");
   v("train", "log_every", c.train.log_every, "steps between training lines in metrics.jsonl");
-  v("train", "checkpoint_every", c.train.checkpoint_every, "steps between checkpoints; 0 = at the end only");
   v("train", "max_steps", c.train.max_steps, "stop after this many steps; 0 = run all epochs");
-  v("train", "seed", c.train.seed, "seed of initialisation and shuffling");
+  v("train", "seed", c.train.seed, "seed of initialisation, dropout and shuffling");
   v("train", "threads", c.train.threads, "CPU threads; 0 = one per core");
-  v("train", "device", c.train.device, "cpu or cuda");
+  v("train", "device", c.train.device, "cpu, cuda or cuda:N");
+  v("train", "precision", c.train.precision,
+    "fp32, bf16 (autocast) or fp16 (autocast with dynamic loss scaling; slow on the CPU)");
+  v("checkpoint", "every", c.checkpoint.every, "steps between checkpoints; 0 = at the end only");
+  v("checkpoint", "keep_last", c.checkpoint.keep_last, "checkpoints to keep; 0 = all");
+  v("checkpoint", "best", c.checkpoint.best,
+    "also keep the best checkpoint by test_accuracy or test_loss; \"\" = no");
+  v("memory", "report_every", c.memory.report_every,
+    "steps between memory reports; 0 = at the end only");
+  v("memory", "fraction", c.memory.fraction,
+    "cuda: cap the caching allocator at this fraction of the device; 0 = no cap");
+  v("memory", "empty_cache_every", c.memory.empty_cache_every,
+    "cuda: release cached blocks every N steps; 0 = never");
+  v("memory", "history", c.memory.history,
+    "cuda: record allocations and write memory_snapshot.pickle (PyTorch's memory viz)");
 }
 
 const std::vector<std::string>& sections() {
-  static const std::vector<std::string> s = {"run", "data", "model", "optim", "train"};
+  static const std::vector<std::string> s = {"run",   "data",       "model", "optim",
+                                             "schedule", "train", "checkpoint", "memory"};
   return s;
 }
 
@@ -50,6 +88,11 @@ std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
   return out;
+}
+
+std::vector<std::string> quoted(std::vector<std::string> items) {
+  for (auto& i : items) i = '"' + i + '"';
+  return items;
 }
 
 std::vector<std::string> keys_of(const std::string& section) {
@@ -61,6 +104,7 @@ std::vector<std::string> keys_of(const std::string& section) {
   return keys;
 }
 
+const char* expected_name(const bool*) { return "true or false"; }
 const char* expected_name(const int64_t*) { return "an integer"; }
 const char* expected_name(const double*) { return "a number"; }
 const char* expected_name(const std::string*) { return "a string"; }
@@ -77,6 +121,11 @@ std::string describe(const toml::node& node) {
 }
 
 // Stores `node` into `field` or says why it cannot.
+bool assign(bool& field, const toml::node& node) {
+  if (!node.is_boolean()) return false;
+  field = *node.value<bool>();
+  return true;
+}
 bool assign(int64_t& field, const toml::node& node) {
   if (!node.is_integer()) return false;
   field = *node.value<int64_t>();
@@ -218,34 +267,65 @@ void validate(const Config& c) {
   const auto non_negative = [&](const std::string& key, int64_t v) {
     if (v < 0) fail(key, "an integer >= 0", std::to_string(v));
   };
+  const auto one_of = [&](const std::string& key, const std::string& v,
+                          const std::vector<std::string>& valid) {
+    if (std::find(valid.begin(), valid.end(), v) == valid.end())
+      fail(key, "one of: " + join(quoted(valid)), "\"" + v + "\"");
+  };
+  const auto in_range = [&](const std::string& key, double v, double lo, bool lo_open, double hi,
+                            bool hi_open, const std::string& what) {
+    const bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+    if (!ok) fail(key, what, value_text(v));  // NaN fails every comparison
+  };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   if (c.run.name.empty() || c.run.name.find('/') != std::string::npos)
     fail("run.name", "a non-empty name without '/'", "\"" + c.run.name + "\"");
   non_negative("data.train_limit", c.data.train_limit);
   non_negative("data.test_limit", c.data.test_limit);
-  if (c.model.name != "mlp") fail("model.name", "one of: mlp", "\"" + c.model.name + "\"");
-  for (size_t i = 0; i < c.model.hidden.size(); ++i)
-    positive("model.hidden", c.model.hidden[i]);
-  if (!(c.model.dropout >= 0 && c.model.dropout < 1))
-    fail("model.dropout", "a probability in [0, 1)", std::to_string(c.model.dropout));
-  if (c.optim.name != "adamw") fail("optim.name", "one of: adamw", "\"" + c.optim.name + "\"");
-  if (!(c.optim.lr > 0)) fail("optim.lr", "a number > 0", std::to_string(c.optim.lr));
-  if (!(c.optim.weight_decay >= 0))
-    fail("optim.weight_decay", "a number >= 0", std::to_string(c.optim.weight_decay));
-  if (!(c.optim.beta1 >= 0 && c.optim.beta1 < 1))
-    fail("optim.beta1", "a number in [0, 1)", std::to_string(c.optim.beta1));
-  if (!(c.optim.beta2 >= 0 && c.optim.beta2 < 1))
-    fail("optim.beta2", "a number in [0, 1)", std::to_string(c.optim.beta2));
-  if (!(c.optim.eps >= 0)) fail("optim.eps", "a number >= 0", std::to_string(c.optim.eps));
+  one_of("model.name", c.model.name, kiln::nn::model_names());
+  for (size_t i = 0; i < c.model.hidden.size(); ++i) positive("model.hidden", c.model.hidden[i]);
+  in_range("model.dropout", c.model.dropout, 0, false, 1, true, "a probability in [0, 1)");
+  positive("model.depth", c.model.depth);
+  positive("model.width", c.model.width);
+  non_negative("model.checkpoint_every", c.model.checkpoint_every);
+  one_of("model.activation", c.model.activation, kiln::nn::deep_mlp_activations());
+  one_of("optim.name", c.optim.name, kiln::optim::optimizer_names());
+  in_range("optim.lr", c.optim.lr, 0, true, kInf, true, "a number > 0");
+  in_range("optim.weight_decay", c.optim.weight_decay, 0, false, kInf, true, "a number >= 0");
+  in_range("optim.beta1", c.optim.beta1, 0, false, 1, true, "a number in [0, 1)");
+  in_range("optim.beta2", c.optim.beta2, 0, false, 1, true, "a number in [0, 1)");
+  in_range("optim.eps", c.optim.eps, 0, false, kInf, true, "a number >= 0");
+  in_range("optim.momentum", c.optim.momentum, 0, false, 1, true, "a number in [0, 1)");
+  in_range("optim.adamw_lr", c.optim.adamw_lr, 0, false, kInf, true, "a number >= 0");
+  in_range("optim.clip_norm", c.optim.clip_norm, 0, false, kInf, true, "a number >= 0");
+  one_of("schedule.name", c.schedule.name, kiln::optim::schedule_kinds());
+  non_negative("schedule.warmup_steps", c.schedule.warmup_steps);
+  in_range("schedule.min_lr", c.schedule.min_lr, 0, false, c.optim.lr, false,
+           "a number in [0, optim.lr]");
+  in_range("schedule.decay_fraction", c.schedule.decay_fraction, 0, false, 1, false,
+           "a number in [0, 1]");
   positive("train.epochs", c.train.epochs);
   positive("train.batch_size", c.train.batch_size);
+  positive("train.accumulate", c.train.accumulate);
+  if (c.train.batch_size % c.train.accumulate != 0)
+    fail("train.accumulate", "a divisor of train.batch_size (" +
+             std::to_string(c.train.batch_size) + ")", std::to_string(c.train.accumulate));
   positive("train.eval_batch_size", c.train.eval_batch_size);
+  non_negative("train.eval_every", c.train.eval_every);
   positive("train.log_every", c.train.log_every);
-  non_negative("train.checkpoint_every", c.train.checkpoint_every);
   non_negative("train.max_steps", c.train.max_steps);
   non_negative("train.seed", c.train.seed);
   non_negative("train.threads", c.train.threads);
   if (c.train.device != "cpu" && c.train.device != "cuda" && c.train.device.rfind("cuda:", 0) != 0)
     fail("train.device", "cpu, cuda or cuda:N", "\"" + c.train.device + "\"");
+  one_of("train.precision", c.train.precision,
+         {std::begin(train::kPrecisionNames), std::end(train::kPrecisionNames)});
+  non_negative("checkpoint.every", c.checkpoint.every);
+  non_negative("checkpoint.keep_last", c.checkpoint.keep_last);
+  one_of("checkpoint.best", c.checkpoint.best, {"", "test_accuracy", "test_loss"});
+  non_negative("memory.report_every", c.memory.report_every);
+  in_range("memory.fraction", c.memory.fraction, 0, false, 1, false, "a number in [0, 1]");
+  non_negative("memory.empty_cache_every", c.memory.empty_cache_every);
 }
 
 std::string to_toml(const Config& c) {

@@ -24,6 +24,10 @@ struct Config {
     std::string name = "mlp";
     std::vector<int64_t> hidden = {512, 256};
     double dropout = 0.0;
+    int64_t depth = 50;
+    int64_t width = 1024;
+    int64_t checkpoint_every = 0;
+    std::string activation = "relu";
   } model;
   struct Optim {
     std::string name = "adamw";
@@ -32,18 +36,41 @@ struct Config {
     double beta1 = 0.9;
     double beta2 = 0.999;
     double eps = 1e-8;
+    double momentum = 0.9;
+    bool nesterov = true;
+    double adamw_lr = 3e-4;
+    double clip_norm = 0.0;
   } optim;
+  struct Schedule {
+    std::string name = "constant";
+    int64_t warmup_steps = 0;
+    double min_lr = 0.0;
+    double decay_fraction = 0.2;
+  } schedule;
   struct Train {
     int64_t epochs = 10;
     int64_t batch_size = 128;
+    int64_t accumulate = 1;
     int64_t eval_batch_size = 1000;
+    int64_t eval_every = 0;
     int64_t log_every = 50;
-    int64_t checkpoint_every = 0;
     int64_t max_steps = 0;
     int64_t seed = 0;
     int64_t threads = 0;
     std::string device = "cpu";
+    std::string precision = "fp32";
   } train;
+  struct Checkpoint {
+    int64_t every = 0;
+    int64_t keep_last = 3;
+    std::string best = "test_accuracy";
+  } checkpoint;
+  struct Memory {
+    int64_t report_every = 0;
+    double fraction = 0.0;
+    int64_t empty_cache_every = 0;
+    bool history = false;
+  } memory;
 
   /// Where each key's value came from ("FILE:LINE" or "--set"), for error messages.
   std::map<std::string, std::string> origin;

@@ -37,10 +37,10 @@ void ConsoleObserver::on_step(const train::StepReport& r) {
   const int filled = static_cast<int>(kWidth * r.batch / std::max<int64_t>(r.batches, 1));
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
-  std::printf("\r\033[2Kepoch %lld/%lld [%s] %lld/%lld loss %.4f %.0f samples/s ETA %s",
+  std::printf("\r\033[2Kepoch %lld/%lld [%s] %lld/%lld loss %.4f lr %.3g |g| %.3g %.0f samples/s ETA %s",
               static_cast<long long>(r.epoch), static_cast<long long>(r.epochs), bar.c_str(),
-              static_cast<long long>(r.batch), static_cast<long long>(r.batches), r.loss,
-              r.samples_per_s, format_duration(r.eta_s).c_str());
+              static_cast<long long>(r.batch), static_cast<long long>(r.batches), r.loss, r.lr,
+              r.grad_norm, r.samples_per_s, format_duration(r.eta_s).c_str());
   std::fflush(stdout);
   bar_shown_ = true;
 }
@@ -60,6 +60,12 @@ void ConsoleObserver::on_checkpoint(const std::string& dir, int64_t step) {
   if (!live_) return;  // piped output stays one line per epoch; the log has every save
   clear_bar();
   std::printf("checkpoint %s\n", dir.c_str());
+  std::fflush(stdout);
+}
+
+void ConsoleObserver::on_memory(const train::MemoryReport& r) {
+  clear_bar();
+  std::printf("memory at step %lld\n%s", static_cast<long long>(r.step), r.table().c_str());
   std::fflush(stdout);
 }
 

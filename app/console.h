@@ -12,6 +12,7 @@ class ConsoleObserver : public train::TrainObserver {
   void on_step(const train::StepReport& r) override;
   void on_eval(const train::EvalReport& r) override;
   void on_checkpoint(const std::string& dir, int64_t step) override;
+  void on_memory(const train::MemoryReport& r) override;
 
  private:
   void clear_bar();

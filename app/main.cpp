@@ -36,7 +36,9 @@ int train_main(int argc, char** argv) {
       ("set", "override one config key: section.key=value (repeatable)",
        cxxopts::value<std::vector<std::string>>())
       ("run-dir", "write the run here instead of run.dir/run.name", cxxopts::value<std::string>())
-      ("resume", "continue the run in DIR from its newest checkpoint", cxxopts::value<std::string>())
+      ("resume", "continue a run: a run directory (its newest checkpoint), a checkpoint "
+                 "directory, or 'latest' (the most recent run under ./runs)",
+       cxxopts::value<std::string>())
       ("print-config", "print the resolved config and exit")
       ("h,help", "show this help");
   options.parse_positional({"config"});

@@ -5,12 +5,14 @@
 #include <torch/cuda.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "config.h"
 #include "console.h"
+#include "train/interrupt.h"
 #include "train/trainer.h"
 
 namespace kiln::app {
@@ -20,21 +22,47 @@ namespace {
 train::RunSpec to_spec(const Config& c) {
   train::RunSpec spec;
   spec.data.root(c.data.root).train_limit(c.data.train_limit).test_limit(c.data.test_limit);
-  spec.model = nn::MlpOptions(784, c.model.hidden, 10).dropout(c.model.dropout);
-  spec.optim = optim::AdamWOptions(c.optim.lr)
-                   .weight_decay(c.optim.weight_decay)
-                   .beta1(c.optim.beta1)
-                   .beta2(c.optim.beta2)
-                   .eps(c.optim.eps);
+  spec.model.name = c.model.name;
+  spec.model.mlp = nn::MlpOptions(784, c.model.hidden, 10).dropout(c.model.dropout);
+  spec.model.deep_mlp = nn::DeepMlpOptions(784, 10)
+                            .layers(c.model.depth)
+                            .width(c.model.width)
+                            .activation(c.model.activation)
+                            .dropout(c.model.dropout)
+                            .checkpoint_every(c.model.checkpoint_every);
+  auto& o = spec.optim;
+  o.name = c.optim.name;
+  o.lr = c.optim.lr;
+  o.weight_decay = c.optim.weight_decay;
+  o.beta1 = c.optim.beta1;
+  o.beta2 = c.optim.beta2;
+  o.eps = c.optim.eps;
+  o.momentum = c.optim.momentum;
+  o.nesterov = c.optim.nesterov;
+  o.muon_adamw_lr = c.optim.adamw_lr;
+  spec.schedule.kind(c.schedule.name)
+      .warmup_steps(c.schedule.warmup_steps)
+      .min_lr_ratio(c.schedule.min_lr / c.optim.lr)
+      .decay_fraction(c.schedule.decay_fraction);
   spec.train.epochs(c.train.epochs)
       .batch_size(c.train.batch_size)
+      .accumulate(c.train.accumulate)
       .eval_batch_size(c.train.eval_batch_size)
+      .eval_every(c.train.eval_every)
       .log_every(c.train.log_every)
-      .checkpoint_every(c.train.checkpoint_every)
       .max_steps(c.train.max_steps)
       .seed(static_cast<uint64_t>(c.train.seed))
       .threads(c.train.threads)
-      .device(c.train.device);
+      .device(c.train.device)
+      .precision(c.train.precision)
+      .clip_norm(c.optim.clip_norm);
+  spec.checkpoint.every(c.checkpoint.every)
+      .keep_last(c.checkpoint.keep_last)
+      .best(c.checkpoint.best);
+  spec.memory.report_every(c.memory.report_every)
+      .fraction(c.memory.fraction)
+      .empty_cache_every(c.memory.empty_cache_every)
+      .history(c.memory.history);
   return spec;
 }
 
@@ -53,14 +81,19 @@ std::string default_config_path() {
 int run_train(const TrainCommand& cmd) {
   Config config;
   fs::path run_dir;
+  train::ResumeTarget resume;
   if (!cmd.resume_dir.empty()) {
     if (!cmd.config_path.empty())
       throw ConfigError("--resume " + cmd.resume_dir + ": the run's own config.toml is used; "
                         "give --set overrides instead of a CONFIG file (" + cmd.config_path + ")");
-    run_dir = cmd.resume_dir;
+    if (!cmd.run_dir.empty())
+      throw ConfigError("--resume " + cmd.resume_dir + " continues that run in its own directory; "
+                        "--run-dir " + cmd.run_dir + " cannot be given with it");
+    resume = train::resolve_resume(cmd.resume_dir, Config{}.run.dir);
+    run_dir = resume.run_dir;
     if (!fs::exists(run_dir / "config.toml"))
-      throw ConfigError(cmd.resume_dir + ": --resume: expected a run directory with config.toml, "
-                        "found none");
+      throw ConfigError(run_dir.string() + ": --resume: expected a run directory with "
+                        "config.toml, found none");
     config = load_config((run_dir / "config.toml").string());
   } else {
     config = load_config(cmd.config_path.empty() ? default_config_path() : cmd.config_path);
@@ -98,20 +131,27 @@ int run_train(const TrainCommand& cmd) {
   auto spec = to_spec(config);
   spec.run_dir = run_dir.string();
   spec.config_toml = resolved;
-  spec.resume = !cmd.resume_dir.empty();
+  spec.resume_checkpoint = resume.checkpoint_dir;
   ConsoleObserver console(isatty(fileno(stdout)));
   const auto result = train::train(spec, console);
   if (result.resumed_from > 0)
     std::printf("resumed at step %lld\n", static_cast<long long>(result.resumed_from));
+  const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
+                    : result.finished     ? nullptr
+                                          : "train.max_steps";
   if (result.evaluated)
-    std::printf("final test accuracy %.2f%% (test loss %.4f) after %lld steps, %s; checkpoint %s\n",
-                100.0 * result.test_accuracy, result.test_loss,
+    std::printf("%s test accuracy %.2f%% (test loss %.4f) after %lld steps, %s; checkpoint %s\n",
+                why ? "last" : "final", 100.0 * result.test_accuracy, result.test_loss,
                 static_cast<long long>(result.steps), format_duration(result.seconds).c_str(),
                 result.last_checkpoint.c_str());
-  else
-    std::printf("stopped after %lld steps (train.max_steps) before an evaluation, %s; checkpoint %s\n",
-                static_cast<long long>(result.steps), format_duration(result.seconds).c_str(),
-                result.last_checkpoint.c_str());
+  if (why)
+    std::printf("stopped after %lld steps (%s), %s; continue with: kiln train --resume %s\n",
+                static_cast<long long>(result.steps), why, format_duration(result.seconds).c_str(),
+                run_dir.c_str());
+  if (result.skipped_steps > 0)
+    std::printf("%lld steps skipped for inf/NaN gradients (fp16 loss scaling)\n",
+                static_cast<long long>(result.skipped_steps));
+  if (result.interrupted_by) return train::InterruptGuard::exit_code(result.interrupted_by);
   return 0;
 }
 

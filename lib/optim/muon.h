@@ -56,6 +56,9 @@ class Muon : public torch::optim::Optimizer {
   void save(torch::serialize::OutputArchive& archive) const override;
   /// Reads what save() wrote; a state for other parameters is an error and changes nothing.
   void load(torch::serialize::InputArchive& archive) override;
+  /// The inner AdamW over the adamw(true) groups (null when there are none), e.g. to
+  /// count its state's memory.
+  const AdamW* adamw() const { return adamw_.get(); }
 
  private:
   std::unique_ptr<AdamW> adamw_;      // over the adamw(true) groups' tensors, in order

@@ -19,6 +19,9 @@
 #include <unordered_set>
 
 #include "optim/adamw.h"
+#include "optim/lion.h"
+#include "optim/muon.h"
+#include "optim/sgd.h"
 
 namespace kiln::train {
 namespace {
@@ -49,6 +52,15 @@ StateRegistry& registry() {
     add(typeid(optim::AdamWParamState), [](const auto& base) {
       const auto& s = static_cast<const optim::AdamWParamState&>(base);
       return defined({s.exp_avg(), s.exp_avg_sq()});
+    });
+    add(typeid(optim::SGDParamState), [](const auto& base) {
+      return defined({static_cast<const optim::SGDParamState&>(base).momentum_buffer()});
+    });
+    add(typeid(optim::LionParamState), [](const auto& base) {
+      return defined({static_cast<const optim::LionParamState&>(base).exp_avg()});
+    });
+    add(typeid(optim::MuonParamState), [](const auto& base) {
+      return defined({static_cast<const optim::MuonParamState&>(base).momentum_buffer()});
     });
     add(typeid(torch::optim::AdamParamState), [](const auto& base) {
       const auto& s = static_cast<const torch::optim::AdamParamState&>(base);
@@ -132,15 +144,21 @@ ModelMemory model_memory(const torch::optim::Optimizer& optimizer) {
   ModelMemory m;
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  for (const auto& [key, s] : optimizer.state()) {
-    if (!s) continue;
-    const auto it = r.visitors.find(typeid(*s));
-    if (it == r.visitors.end()) {
-      ++m.uncounted_optimizer_states;
-      continue;
+  const auto visit = [&](const torch::optim::Optimizer& o) {
+    for (const auto& [key, s] : o.state()) {
+      if (!s) continue;
+      const auto it = r.visitors.find(typeid(*s));
+      if (it == r.visitors.end()) {
+        ++m.uncounted_optimizer_states;
+        continue;
+      }
+      for (auto& t : it->second(*s)) state.push_back(std::move(t));
     }
-    for (auto& t : it->second(*s)) state.push_back(std::move(t));
-  }
+  };
+  visit(optimizer);
+  // Muon steps its non-matrix parameters with an AdamW of its own.
+  if (const auto* muon = dynamic_cast<const optim::Muon*>(&optimizer); muon && muon->adamw())
+    visit(*muon->adamw());
   m.parameter_bytes = storage_bytes(params);
   m.gradient_bytes = storage_bytes(grads);
   m.optimizer_state_bytes = storage_bytes(state);

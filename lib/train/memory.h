@@ -51,7 +51,7 @@ int64_t storage_bytes(const std::vector<at::Tensor>& tensors);
 /// Parameters (and their gradients) of every group of `optimizer`, and every tensor
 /// of its per-parameter state. libtorch gives no generic way to list a state's
 /// tensors (kiln's states do not implement serialize()), so each state type has a
-/// visitor: kiln::optim::AdamW's and libtorch's Adam, AdamW, SGD, Adagrad, RMSprop
+/// visitor: kiln::optim::AdamW, SGD, Lion and Muon (with its inner AdamW), and libtorch's Adam, AdamW, SGD, Adagrad, RMSprop
 /// and LBFGS are built in; another optimizer registers its own.
 /// Example: auto m = kiln::train::model_memory(optimizer);
 ModelMemory model_memory(const torch::optim::Optimizer& optimizer);

@@ -6,14 +6,18 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "data/fashion_mnist.h"
 #include "data/loader.h"
 #include "ops/ops.h"
-#include "train/checkpoint.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
+#include "train/amp.h"
 #include "train/evaluate.h"
+#include "train/interrupt.h"
 #include "util/error.h"
 #include "util/json_lines.h"
 #include "util/log.h"
@@ -21,21 +25,87 @@
 namespace kiln::train {
 namespace {
 
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-}  // namespace
+// The first gradient, then the first parameter, holding an inf or a NaN, by name.
+std::string first_non_finite(const torch::nn::Module& model) {
+  const auto params = model.named_parameters();
+  for (const auto& p : params)
+    if (p.value().grad().defined() && !p.value().grad().isfinite().all().item<bool>())
+      return "the gradient of " + p.key();
+  for (const auto& p : params)
+    if (!p.value().isfinite().all().item<bool>()) return "the parameter " + p.key();
+  return "no gradient or parameter (only the loss)";
+}
 
-TrainResult train(const RunSpec& spec, TrainObserver& observer) {
-  const auto& opt = spec.train;
-  if (opt.threads() > 0) at::set_num_threads(static_cast<int>(opt.threads()));
-  torch::manual_seed(opt.seed());
-  const torch::Device device(opt.device());
-  std::filesystem::create_directories(spec.run_dir);
-  log::open_file((std::filesystem::path(spec.run_dir) / "train.log").string());
+optim::ScheduleOptions schedule_options(const ScheduleSpec& s, int64_t total_steps) {
+  optim::ScheduleOptions o;
+  o.kind(s.kind()).warmup_steps(s.warmup_steps()).min_lr_ratio(s.min_lr_ratio());
+  o.total_steps(std::max(total_steps, s.warmup_steps()));
+  if (s.kind() == "wsd") {
+    const auto decay = static_cast<int64_t>(std::llround(s.decay_fraction() * total_steps));
+    o.decay_start(std::max(s.warmup_steps(), total_steps - decay));
+  }
+  return o;
+}
+
+class Run {
+ public:
+  Run(const RunSpec& spec, TrainObserver& observer);
+  TrainResult run();
+
+ private:
+  void step(const data::Batch& batch);
+  void evaluate_now();
+  void save(bool with_metrics);
+  void report_memory();
+  at::Tensor forward(const at::Tensor& x);
+
+  const RunSpec& spec_;
+  const TrainOptions& opt_;
+  TrainObserver& observer_;
+  torch::Device device_;
+  PrecisionPlan plan_;
+  at::Tensor x_train_, y_train_, x_test_, y_test_;
+  std::optional<data::BatchLoader> loader_;
+  torch::nn::AnyModule model_;
+  std::shared_ptr<torch::nn::Module> module_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::optional<optim::LrSchedule> schedule_;
+  GradScaler scaler_;
+  std::optional<Checkpointer> checkpointer_;
+  std::optional<JsonLines> metrics_, memory_lines_;
+
+  TrainPosition pos_;
+  TrainResult result_;
+  int64_t total_steps_ = 0, batches_ = 0, saved_step_ = -1, evaluated_step_ = -1,
+          reported_step_ = -1;
+  int64_t activation_peak_ = 0;
+  double loss_ = 0.0, grad_norm_ = 0.0, loss_since_eval_ = 0.0;
+  int64_t steps_since_eval_ = 0, window_samples_ = 0, trained_samples_ = 0;
+  Clock::time_point start_, window_start_;
+};
+
+Run::Run(const RunSpec& spec, TrainObserver& observer)
+    : spec_(spec),
+      opt_(spec.train),
+      observer_(observer),
+      device_(spec.train.device()),
+      plan_(precision_plan(spec.train.precision(), device_.type())),
+      scaler_(GradScalerOptions().enabled(plan_.loss_scaling)) {
+  if (opt_.threads() > 0) at::set_num_threads(static_cast<int>(opt_.threads()));
+  torch::manual_seed(opt_.seed());
+  fs::create_directories(spec.run_dir);
+  log::open_file((fs::path(spec.run_dir) / "train.log").string());
+  if (device_.is_cuda()) {
+    if (spec.memory.fraction() > 0) set_cuda_memory_fraction(spec.memory.fraction(), device_.index());
+    if (spec.memory.history()) record_cuda_memory_history(true);
+  }
 
   // Data: normalised with the training set's own statistics.
   const auto train_set = data::load_fashion_mnist(spec.data.root(), data::Split::kTrain,
@@ -43,149 +113,244 @@ TrainResult train(const RunSpec& spec, TrainObserver& observer) {
   const auto test_set =
       data::load_fashion_mnist(spec.data.root(), data::Split::kTest, spec.data.test_limit());
   const auto norm = data::pixel_statistics(train_set.images);
-  const auto x_train = data::normalize_images(train_set.images, norm).to(device);  // (N, 784)
-  const auto y_train = train_set.labels.to(device);                                // (N)
-  const auto x_test = data::normalize_images(test_set.images, norm);
-  const auto y_test = test_set.labels;
-  TORCH_CHECK(x_train.size(1) == spec.model.in_features(), "model.in_features is ",
-              spec.model.in_features(), " but the images have ", x_train.size(1), " pixels");
-  data::BatchLoader loader(x_train, y_train, opt.batch_size(), /*shuffle=*/true, opt.seed());
+  x_train_ = data::normalize_images(train_set.images, norm).to(device_);  // (N, 784)
+  y_train_ = train_set.labels.to(device_);                                // (N)
+  x_test_ = data::normalize_images(test_set.images, norm);
+  y_test_ = test_set.labels;
+  loader_.emplace(x_train_, y_train_, opt_.batch_size(), /*shuffle=*/true, opt_.seed());
+  batches_ = loader_->size();
+  total_steps_ = opt_.epochs() * batches_;
+  if (opt_.max_steps() > 0) total_steps_ = std::min(total_steps_, opt_.max_steps());
 
-  nn::Mlp model(spec.model);
-  model->to(device);
-  optim::AdamW optimizer(model->parameters(), spec.optim);
+  model_ = nn::make_model(spec.model);
+  module_ = model_.ptr();
+  module_->to(device_);
+  // Muon orthogonalises hidden matrices only: the output head goes to its AdamW group.
+  auto optim_spec = spec.optim;
+  optim_spec.muon_exclude.push_back(
+      spec.model.name == "mlp" ? c10::str("layers.", spec.model.mlp.hidden().size(), ".")
+                               : std::string("output."));
+  optimizer_ = optim::make_optimizer(optim_spec, module_->named_parameters());
+  // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
+  // so a run stopped and resumed follows the same learning rates as one straight run.
+  schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
+  const auto& best = spec.checkpoint.best();
+  checkpointer_.emplace(spec.run_dir, *module_, *optimizer_,
+                        CheckpointOptions()
+                            .keep_last(spec.checkpoint.keep_last())
+                            .best_metric(best)
+                            .best_mode(best == "test_loss" ? MetricMode::kMin : MetricMode::kMax));
+  checkpointer_->add_part({"schedule", [this](auto& ar) { schedule_->save(ar); },
+                           [this](auto& ar) { schedule_->load(ar); }});
+  checkpointer_->add_part({"scaler", [this](auto& ar) { scaler_.save(ar); },
+                           [this](auto& ar) { scaler_.load(ar); }});
+  pos_.shuffle_seed = opt_.seed();
+  if (!spec.resume_checkpoint.empty()) {
+    pos_ = checkpointer_->load(spec.resume_checkpoint);
+    result_.resumed_from = pos_.step;
+    log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step));
+  }
+}
 
-  Checkpointer checkpointer(spec.run_dir, *model, optimizer);
-  TrainPosition pos;
-  pos.shuffle_seed = opt.seed();
-  TrainResult result;
-  if (spec.resume) {
-    const auto ckpt = latest_checkpoint(spec.run_dir);
-    if (!ckpt)
-      throw InputError(c10::str(spec.run_dir, ": --resume: expected a run directory with a "
-                                "checkpoint under checkpoints/, found none"));
-    pos = checkpointer.load(*ckpt);
-    result.resumed_from = pos.step;
-    log::info(c10::str("resumed from ", *ckpt, " at step ", pos.step));
+at::Tensor Run::forward(const at::Tensor& x) {
+  std::optional<AutocastGuard> amp;
+  if (plan_.autocast) amp.emplace(device_.type(), plan_.dtype);
+  return model_.forward(x);
+}
+
+// One optimizer step over batch (B examples) in `accumulate` micro-batches.
+void Run::step(const data::Batch& batch) {
+  optimizer_->zero_grad();
+  const int64_t rows = batch.x.size(0);
+  const int64_t micro = (rows + opt_.accumulate() - 1) / opt_.accumulate();
+  const auto xs = batch.x.split(micro), ys = batch.y.split(micro);
+  double loss = 0.0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ActivationProbe probe(device_);
+    at::Tensor part;
+    {
+      std::optional<AutocastGuard> amp;
+      if (plan_.autocast) amp.emplace(device_.type(), plan_.dtype);
+      part = kiln::ops::cross_entropy(model_.forward(xs[i]), ys[i]);
+    }
+    probe.forward_done();
+    const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
+    scaler_.scale(weight == 1.0 ? part : part * weight).backward();
+    activation_peak_ = std::max(activation_peak_, probe.bytes());
+    loss += weight * part.item<double>();
   }
 
+  scaler_.unscale_(*optimizer_);  // no-op without loss scaling
+  std::vector<at::Tensor> grads;
+  for (const auto& p : module_->parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  grad_norm_ = opt_.clip_norm() > 0
+                   ? optim::clip_grad_norm(module_->parameters(), opt_.clip_norm()).item<double>()
+                   : kiln::ops::grad_norm(grads).item<double>();
+  // With loss scaling an inf/NaN gradient skips the step (scaler_.step); without
+  // it, it would poison the parameters: stop before the step, keeping the last
+  // checkpoint as it was.
+  if (!plan_.loss_scaling && (!std::isfinite(loss) || !std::isfinite(grad_norm_)))
+    throw TrainingDiverged(c10::str(
+        "the training loss became ", loss, " (gradient norm ", grad_norm_, ") at step ",
+        pos_.step + 1, "; first non-finite: ", first_non_finite(*module_),
+        ". Lower optim.lr, set optim.clip_norm, or check the data; the last checkpoint is kept"));
+  scaler_.step(*optimizer_);
+  scaler_.update();
+  schedule_->step();
+  loss_ = loss;
+}
+
+void Run::evaluate_now() {
+  module_->eval();
+  const auto ev = evaluate([this](const at::Tensor& x) { return forward(x); }, x_test_, y_test_,
+                           opt_.eval_batch_size(), device_);
+  module_->train();
+  const double elapsed = seconds_since(start_);
+  const int64_t done = pos_.step - result_.resumed_from;
+  EvalReport e{pos_.step, pos_.epoch + 1, opt_.epochs(),
+               steps_since_eval_ ? loss_since_eval_ / steps_since_eval_ : 0.0, ev.loss,
+               ev.accuracy, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
+               done > 0 ? elapsed / done * (total_steps_ - pos_.step) : 0.0};
+  metrics_->write({{"split", "test"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
+                   {"loss", ev.loss}, {"accuracy", ev.accuracy}, {"train_loss", e.train_loss},
+                   {"samples_per_s", e.samples_per_s}, {"elapsed_s", elapsed}});
+  log::info(c10::str("epoch ", pos_.epoch + 1, "/", opt_.epochs(), " step ", pos_.step,
+                     " train_loss ", e.train_loss, " test_loss ", ev.loss, " test_accuracy ",
+                     ev.accuracy));
+  observer_.on_eval(e);
+  result_.test_loss = ev.loss;
+  result_.test_accuracy = ev.accuracy;
+  result_.evaluated = true;
+  evaluated_step_ = pos_.step;
+  loss_since_eval_ = 0.0;
+  steps_since_eval_ = 0;
+}
+
+void Run::save(bool with_metrics) {
+  if (saved_step_ == pos_.step) return;
+  Metrics metrics;
+  if (with_metrics && evaluated_step_ == pos_.step)
+    metrics = {{"test_accuracy", result_.test_accuracy}, {"test_loss", result_.test_loss}};
+  result_.last_checkpoint = checkpointer_->save(pos_, spec_.config_toml, metrics);
+  saved_step_ = pos_.step;
+  log::info(c10::str("checkpoint ", result_.last_checkpoint));
+  observer_.on_checkpoint(result_.last_checkpoint, pos_.step);
+}
+
+void Run::report_memory() {
+  if (reported_step_ == pos_.step) return;
+  reported_step_ = pos_.step;
+  const auto r = memory_report(pos_.step, *optimizer_, device_,
+                               activation_peak_ > 0 ? std::optional<int64_t>(activation_peak_)
+                                                    : std::nullopt);
+  memory_lines_->write(r.json());
+  observer_.on_memory(r);
+}
+
+TrainResult Run::run() {
   // The resolved config goes into the run only once the run is known to start
   // (a refused resume leaves the directory as it was).
   {
-    const auto path = std::filesystem::path(spec.run_dir) / "config.toml";
+    const auto path = fs::path(spec_.run_dir) / "config.toml";
     std::ofstream out(path, std::ios::trunc);
-    out << spec.config_toml;
+    out << spec_.config_toml;
     if (!out) throw InputError(c10::str(path.string(), ": cannot write"));
   }
-
-  const int64_t batches = loader.size();
-  int64_t total_steps = opt.epochs() * batches;
-  if (opt.max_steps() > 0) total_steps = std::min(total_steps, opt.max_steps());
   {
     std::ostringstream s;
-    s << *model << " | " << x_train.size(0) << " train / " << x_test.size(0) << " test images, "
-      << batches << " batches of " << opt.batch_size() << " per epoch, " << at::get_num_threads()
-      << " threads, device " << device;
+    s << *module_ << " | " << x_train_.size(0) << " train / " << x_test_.size(0)
+      << " test images, " << batches_ << " batches of " << opt_.batch_size() << " per epoch";
+    if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
+    s << ", " << spec_.optim.name << ", " << plan_.name << ", " << at::get_num_threads()
+      << " threads, device " << device_;
     log::info(s.str());
-    observer.on_start(s.str());
+    observer_.on_start(s.str());
   }
-
-  JsonLines metrics((std::filesystem::path(spec.run_dir) / "metrics.jsonl").string());
-  const auto forward = [&](const at::Tensor& x) { return model->forward(x); };
-  const auto start = Clock::now();
-  auto window_start = start;
-  int64_t window_samples = 0, trained_samples = 0;
-  int64_t step = pos.step;
-
-  int64_t saved_step = -1, evaluated_step = -1;
-  auto checkpoint = [&] {
-    TrainPosition now{step, pos.epoch, pos.batch, pos.shuffle_seed};
-    saved_step = step;
-    Metrics metrics;  // the evaluation of this very step, when there was one
-    if (evaluated_step == step)
-      metrics = {{"test_loss", result.test_loss}, {"test_accuracy", result.test_accuracy}};
-    result.last_checkpoint = checkpointer.save(now, spec.config_toml, metrics);
-    log::info(c10::str("checkpoint ", result.last_checkpoint));
-    observer.on_checkpoint(result.last_checkpoint, step);
-  };
+  metrics_.emplace((fs::path(spec_.run_dir) / "metrics.jsonl").string());
+  memory_lines_.emplace((fs::path(spec_.run_dir) / "memory.jsonl").string());
+  InterruptGuard interrupt;
+  start_ = window_start_ = Clock::now();
+  module_->train();
 
   bool stopped = false;
-  for (; pos.epoch < opt.epochs() && !stopped; ++pos.epoch, pos.batch = 0) {
-    loader.set_epoch(pos.epoch);
-    model->train();
-    double epoch_loss = 0.0;
-    int64_t epoch_steps = 0;
-    const auto epoch_start = Clock::now();
-    int64_t epoch_samples = 0;
-    while (pos.batch < batches) {
-      const auto batch = loader.batch(pos.batch);
-      optimizer.zero_grad();
-      const auto logits = model->forward(batch.x);  // (B, 10)
-      const auto loss = kiln::ops::cross_entropy(logits, batch.y);
-      loss.backward();
-      optimizer.step();
-      ++step;
-      ++pos.batch;
-      const double loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value))
-        throw std::runtime_error(c10::str("the training loss became ", loss_value, " at step ",
-                                          step, "; lower optim.lr or check the data"));
-      epoch_loss += loss_value;
-      ++epoch_steps;
-      window_samples += batch.x.size(0);
-      epoch_samples += batch.x.size(0);
-      trained_samples += batch.x.size(0);
-
-      StepReport r{step, total_steps, pos.epoch + 1, opt.epochs(), pos.batch, batches, loss_value,
-                   optimizer.param_groups()[0].options().get_lr(), 0.0, seconds_since(start), 0.0};
-      r.samples_per_s = trained_samples / std::max(r.elapsed_s, 1e-9);
-      r.eta_s = r.elapsed_s / static_cast<double>(step - result.resumed_from) * (total_steps - step);
-      if (step % opt.log_every() == 0) {
-        const double window_s = seconds_since(window_start);
-        metrics.write({{"split", "train"}, {"step", step}, {"epoch", pos.epoch + 1},
-                       {"loss", loss_value}, {"lr", r.lr},
-                       {"samples_per_s", window_samples / std::max(window_s, 1e-9)}});
-        window_start = Clock::now();
-        window_samples = 0;
+  for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
+    loader_->set_epoch(pos_.epoch);
+    while (pos_.batch < batches_) {
+      const auto batch = loader_->batch(pos_.batch);
+      try {
+        step(batch);
+      } catch (const c10::OutOfMemoryError& e) {
+        throw std::runtime_error(describe_cuda_oom(
+            e, opt_.batch_size() / opt_.accumulate(),
+            (fs::path(spec_.run_dir) / "oom_snapshot.pickle").string(), device_.index()));
       }
-      observer.on_step(r);
-      if (opt.checkpoint_every() > 0 && step % opt.checkpoint_every() == 0) checkpoint();
-      if (opt.max_steps() > 0 && step >= opt.max_steps()) {
+      ++pos_.step;
+      ++pos_.batch;
+      loss_since_eval_ += loss_;
+      ++steps_since_eval_;
+      window_samples_ += batch.x.size(0);
+      trained_samples_ += batch.x.size(0);
+      const double elapsed = seconds_since(start_);
+      const double lr = optimizer_->param_groups()[0].options().get_lr();
+      StepReport r{pos_.step, total_steps_, pos_.epoch + 1, opt_.epochs(), pos_.batch, batches_,
+                   loss_, lr, grad_norm_, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
+                   elapsed / static_cast<double>(pos_.step - result_.resumed_from) *
+                       (total_steps_ - pos_.step),
+                   scaler_.skipped_steps()};
+      if (pos_.step % opt_.log_every() == 0) {
+        const double window_s = seconds_since(window_start_);
+        metrics_->write({{"split", "train"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
+                         {"loss", loss_}, {"lr", lr}, {"grad_norm", grad_norm_},
+                         {"skipped_steps", scaler_.skipped_steps()},
+                         {"samples_per_s", window_samples_ / std::max(window_s, 1e-9)}});
+        window_start_ = Clock::now();
+        window_samples_ = 0;
+      }
+      observer_.on_step(r);
+      const bool epoch_end = pos_.batch == batches_;
+      if (opt_.eval_every() > 0 && pos_.step % opt_.eval_every() == 0 && !epoch_end) {
+        evaluate_now();
+        if (!spec_.checkpoint.best().empty()) save(true);
+      }
+      if (spec_.checkpoint.every() > 0 && pos_.step % spec_.checkpoint.every() == 0) save(true);
+      const auto& mem = spec_.memory;
+      if (mem.report_every() > 0 && pos_.step % mem.report_every() == 0) report_memory();
+      if (device_.is_cuda() && mem.empty_cache_every() > 0 && pos_.step % mem.empty_cache_every() == 0)
+        empty_cuda_cache();
+      if (interrupt.requested()) {
+        result_.interrupted_by = interrupt.requested();
+        log::info(c10::str("signal ", result_.interrupted_by, ": stopping after step ", pos_.step));
+        stopped = true;
+        break;
+      }
+      if (opt_.max_steps() > 0 && pos_.step >= opt_.max_steps()) {
         stopped = true;
         break;
       }
     }
-    if (stopped && pos.batch < batches) break;  // mid-epoch stop: no evaluation
-
-    model->eval();
-    const auto ev = evaluate(forward, x_test, y_test, opt.eval_batch_size(), device);
-    const double elapsed = seconds_since(start);
-    const double rate = epoch_samples / std::max(seconds_since(epoch_start), 1e-9);
-    const int64_t left = total_steps - step;
-    EvalReport e{step, pos.epoch + 1, opt.epochs(), epoch_steps ? epoch_loss / epoch_steps : 0.0,
-                 ev.loss, ev.accuracy, rate, elapsed,
-                 step > result.resumed_from
-                     ? elapsed / static_cast<double>(step - result.resumed_from) * left
-                     : 0.0};
-    metrics.write({{"split", "test"}, {"step", step}, {"epoch", pos.epoch + 1}, {"loss", ev.loss},
-                   {"accuracy", ev.accuracy}, {"train_loss", e.train_loss},
-                   {"samples_per_s", rate}, {"elapsed_s", elapsed}});
-    log::info(c10::str("epoch ", pos.epoch + 1, "/", opt.epochs(), " step ", step,
-                       " train_loss ", e.train_loss, " test_loss ", ev.loss, " test_accuracy ",
-                       ev.accuracy));
-    observer.on_eval(e);
-    result.test_loss = ev.loss;
-    result.test_accuracy = ev.accuracy;
-    result.evaluated = true;
-    evaluated_step = step;
+    if (pos_.batch < batches_) break;  // stopped mid-epoch: no evaluation
+    evaluate_now();
+    if (!spec_.checkpoint.best().empty()) save(true);
   }
 
-  result.finished = pos.epoch >= opt.epochs();
-  result.steps = step;
-  result.seconds = seconds_since(start);
-  if (saved_step != step) checkpoint();
+  result_.finished = pos_.epoch >= opt_.epochs();
+  result_.steps = pos_.step;
+  result_.skipped_steps = scaler_.skipped_steps();
+  result_.seconds = seconds_since(start_);
+  save(true);
+  report_memory();
+  if (device_.is_cuda() && spec_.memory.history())
+    write_cuda_memory_snapshot((fs::path(spec_.run_dir) / "memory_snapshot.pickle").string());
   log::close_file();
-  return result;
+  return result_;
+}
+
+}  // namespace
+
+TrainResult train(const RunSpec& spec, TrainObserver& observer) {
+  Run run(spec, observer);
+  return run.run();
 }
 
 }  // namespace kiln::train

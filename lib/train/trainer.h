@@ -1,28 +1,70 @@
-// The training loop of `kiln train`: data, model, optimizer, evaluation,
-// metrics.jsonl, the run log and checkpoints. It reports progress to an observer
-// and never prints; the app decides what the console shows.
+// The training loop of `kiln train`: data, model, optimizer, schedule, mixed
+// precision, gradient accumulation, evaluation, metrics.jsonl and memory.jsonl,
+// checkpoints, interruption. It reports progress to an observer and never prints;
+// the app decides what the console shows.
 #pragma once
+#include <optional>
 #include <string>
 
-#include "nn/mlp.h"
-#include "optim/adamw.h"
+#include "nn/factory.h"
+#include "optim/factory.h"
+#include "train/checkpoint.h"
+#include "train/memory.h"
 
 namespace kiln::train {
 
 struct TrainOptions {
   TORCH_ARG(int64_t, epochs) = 10;
+  /// Examples per optimizer step.
   TORCH_ARG(int64_t, batch_size) = 128;
+  /// Micro-batches per step: each step's batch is split into this many parts whose
+  /// gradients add up (weighted by their sizes), so the step sees the same mean loss.
+  TORCH_ARG(int64_t, accumulate) = 1;
   TORCH_ARG(int64_t, eval_batch_size) = 1000;
+  /// Steps between evaluations; 0 evaluates at the end of each epoch only.
+  TORCH_ARG(int64_t, eval_every) = 0;
   /// Steps between "split":"train" lines in metrics.jsonl.
   TORCH_ARG(int64_t, log_every) = 50;
-  /// Steps between checkpoints; 0 saves only at the end.
-  TORCH_ARG(int64_t, checkpoint_every) = 0;
   /// Stop (and checkpoint) after this many steps in total; 0 runs all epochs.
   TORCH_ARG(int64_t, max_steps) = 0;
   TORCH_ARG(uint64_t, seed) = 0;
   /// Intra-op threads; 0 keeps libtorch's default (one per core).
   TORCH_ARG(int64_t, threads) = 0;
   TORCH_ARG(std::string, device) = "cpu";
+  /// "fp32", "bf16" or "fp16" (see train/amp.h).
+  TORCH_ARG(std::string, precision) = "fp32";
+  /// Clip gradients to this global norm; 0 = no clipping (the norm is still logged).
+  TORCH_ARG(double, clip_norm) = 0.0;
+};
+
+struct ScheduleSpec {
+  /// optim::schedule_kinds(): constant, cosine, linear, wsd.
+  TORCH_ARG(std::string, kind) = "constant";
+  TORCH_ARG(int64_t, warmup_steps) = 0;
+  /// The final learning rate as a fraction of the peak.
+  TORCH_ARG(double, min_lr_ratio) = 0.0;
+  /// wsd: the fraction of all steps spent in the final (linear) decay.
+  TORCH_ARG(double, decay_fraction) = 0.2;
+};
+
+struct CheckpointSpec {
+  /// Steps between checkpoints; 0 saves only at the end (and at evaluations when
+  /// a best metric is kept).
+  TORCH_ARG(int64_t, every) = 0;
+  TORCH_ARG(int64_t, keep_last) = 3;
+  /// "test_accuracy" (higher is better), "test_loss" (lower) or "" (none).
+  TORCH_ARG(std::string, best) = "test_accuracy";
+};
+
+struct MemoryOptions {
+  /// Steps between memory reports; 0 reports at the end only.
+  TORCH_ARG(int64_t, report_every) = 0;
+  /// CUDA: cap of the caching allocator as a fraction of the device; 0 = none.
+  TORCH_ARG(double, fraction) = 0.0;
+  /// CUDA: empty the allocator's cache every N steps; 0 = never.
+  TORCH_ARG(int64_t, empty_cache_every) = 0;
+  /// CUDA: record allocation history and write RUN/memory_snapshot.pickle at the end.
+  TORCH_ARG(bool, history) = false;
 };
 
 struct DataOptions {
@@ -37,22 +79,26 @@ struct RunSpec {
   /// The resolved config as TOML, written to run_dir/config.toml when the run
   /// starts and into every checkpoint.
   std::string config_toml;
-  /// Continue from the newest checkpoint in run_dir.
-  bool resume = false;
+  /// A checkpoint directory of this run to continue from; empty starts fresh.
+  std::string resume_checkpoint;
   DataOptions data;
-  nn::MlpOptions model{784, {512, 256}, 10};
-  optim::AdamWOptions optim;
+  nn::ModelSpec model;
+  optim::OptimizerSpec optim;
+  ScheduleSpec schedule;
   TrainOptions train;
+  CheckpointSpec checkpoint;
+  MemoryOptions memory;
 };
 
 struct StepReport {
   int64_t step, total_steps, epoch, epochs, batch, batches;  // epoch and batch 1-based
-  double loss, lr, samples_per_s, elapsed_s, eta_s;
+  double loss, lr, grad_norm, samples_per_s, elapsed_s, eta_s;
+  int64_t skipped_steps;  // fp16: steps skipped for inf/NaN gradients so far
 };
 
 struct EvalReport {
   int64_t step, epoch, epochs;  // epoch 1-based
-  double train_loss;            // mean over the epoch's steps
+  double train_loss;            // mean over the steps since the last evaluation
   double loss, accuracy, samples_per_s, elapsed_s, eta_s;
 };
 
@@ -61,8 +107,10 @@ struct TrainResult {
   int64_t resumed_from = 0;  // step, 0 when the run started fresh
   double test_loss = 0.0, test_accuracy = 0.0, seconds = 0.0;
   std::string last_checkpoint;
-  bool finished = false;   // all epochs done (false when max_steps stopped it)
+  bool finished = false;   // all epochs done (false when max_steps or a signal stopped it)
   bool evaluated = false;  // test_loss/test_accuracy hold an evaluation of this run
+  int interrupted_by = 0;  // SIGINT or SIGTERM when a signal stopped the run
+  int64_t skipped_steps = 0;
 };
 
 /// What the loop tells the outside; the default does nothing.
@@ -73,9 +121,20 @@ class TrainObserver {
   virtual void on_step(const StepReport& r) {}
   virtual void on_eval(const EvalReport& r) {}
   virtual void on_checkpoint(const std::string& dir, int64_t step) {}
+  virtual void on_memory(const MemoryReport& r) {}
 };
 
-/// Runs training as `spec` says. Bad data or checkpoints throw kiln::InputError.
+/// The run stopped because the loss or a gradient became inf/NaN (fp32, bf16);
+/// the message names the first non-finite gradient or parameter. The last
+/// checkpoint written before is kept as it was.
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Runs training as `spec` says. Bad data or checkpoints throw kiln::InputError;
+/// SIGINT/SIGTERM end it after the current step with a checkpoint
+/// (result.interrupted_by); a second signal exits the process at once.
 /// Example: kiln::train::TrainResult r = kiln::train::train(spec, observer);
 TrainResult train(const RunSpec& spec, TrainObserver& observer);
 

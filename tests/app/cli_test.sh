@@ -3,7 +3,7 @@
 # input (config, override, option, data, checkpoint) giving exit code 2 with a
 # message that names the problem, without damaging what a run already wrote.
 set -uo pipefail
-kiln="$1"
+kiln="$(realpath "$1")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 failures=0; checks=0
@@ -56,7 +56,7 @@ expect 0 "run directory $tmp/runs/tiny-2\b" -- train configs/tiny.toml --set run
 # Resume to two epochs continues from step 32.
 expect 0 "resumed at step 32" -- train --resume "$tmp/run" --set train.epochs=2
 expect 2 "give --set overrides instead of a CONFIG file" -- train configs/tiny.toml --resume "$tmp/run"
-expect 2 "expected a run directory with config.toml" -- train --resume "$tmp/none"
+expect 2 "none: --resume: expected a checkpoint directory \(with manifest.json\), a run directory" -- train --resume "$tmp/none"
 
 # A damaged checkpoint: refused with exit 2, and nothing in it is changed.
 ckpt="$tmp/run/checkpoints/step_000000064"
@@ -67,6 +67,45 @@ sum_after="$(cd "$tmp/run" && find . -type f -exec md5sum {} + | sort)"
 checks=$((checks + 1))
 [[ "$(grep -v train.log <<<"$sum_after")" == "$(grep -v train.log <<<"$sum_before")" ]] \
   || { failures=$((failures + 1)); echo "FAIL: a refused resume changed the run directory"; }
+
+
+# Signals. wait_for_steps DIR N: wait (up to 60 s) until metrics.jsonl has N train lines.
+wait_for_steps() {
+  for _ in $(seq 1 600); do
+    [[ $(grep -c '"split":"train"' "$1/metrics.jsonl" 2>/dev/null) -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# check DESCRIPTION COMMAND...: one more check, failed when the command fails.
+check() {
+  local what="$1"; shift
+  checks=$((checks + 1))
+  "$@" || { failures=$((failures + 1)); echo "FAIL: $what"; }
+}
+# SIGINT: the step finishes, a checkpoint is written, exit 130, and the run resumes.
+"$kiln" train configs/tiny.toml --run-dir "$tmp/sigint" --set train.epochs=100 >"$tmp/sigint.out" 2>&1 &
+pid=$!
+wait_for_steps "$tmp/sigint" 1
+kill -INT $pid; wait $pid; rc=$?
+check "SIGINT exits with 130 (got $rc)" test $rc -eq 130
+check "SIGINT says how to continue" grep -q "stopped after [0-9]* steps (SIGINT).*--resume" "$tmp/sigint.out"
+check "SIGINT writes a complete checkpoint" compgen -G "$tmp/sigint/checkpoints/step_*/manifest.json" >/dev/null
+expect 0 "resumed at step [1-9]" -- train --resume "$tmp/sigint" --set train.epochs=1
+# A second SIGTERM ends the process at once (143); the last complete checkpoint is intact.
+"$kiln" train configs/tiny.toml --run-dir "$tmp/sigterm" --set train.epochs=100 \
+  --set checkpoint.every=1 >"$tmp/sigterm.out" 2>&1 &
+pid=$!
+wait_for_steps "$tmp/sigterm" 2
+kill -TERM $pid; kill -TERM $pid; wait $pid; rc=$?
+check "a second SIGTERM exits with 143 (got $rc)" test $rc -eq 143
+expect 0 "resumed at step [1-9]" -- train --resume "$tmp/sigterm" --set train.epochs=1
+# --resume latest: the most recent run under ./runs (run.dir's default).
+expect 0 "run directory $tmp/lat/runs/tiny\b" -- train configs/tiny.toml --set run.dir="$tmp/lat/runs" --set train.max_steps=3
+pushd "$tmp/lat" >/dev/null
+expect 0 "resumed at step 3\b" -- train --resume latest --set train.max_steps=5
+popd >/dev/null
+expect 2 "cannot be given with it" -- train --resume latest --run-dir "$tmp/x"
 
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -39,8 +39,8 @@ TEST_CASE("an unknown key names the file, the key and the valid keys", "[app][co
   REQUIRE_THROWS_MATCHES(
       parse_config("[train]\nepoch = 3\n", "cfg.toml"), ConfigError,
       Catch::Message("cfg.toml:2:9: unknown key 'epoch' in [train]; valid keys: epochs, "
-                     "batch_size, eval_batch_size, log_every, checkpoint_every, max_steps, seed, "
-                     "threads, device"));
+                     "batch_size, accumulate, eval_batch_size, eval_every, log_every, max_steps, "
+                     "seed, threads, device, precision"));
   REQUIRE_THROWS_WITH(parse_config("[trian]\nepochs = 3\n", "cfg.toml"),
                       Catch::Contains("unknown section [trian]; valid sections: run, data"));
   auto c = parse_config("", "cfg.toml");
@@ -77,9 +77,32 @@ TEST_CASE("validation names the key, its origin, and the valid range", "[app][co
                       Catch::Equals("cfg.toml:2:14: train.batch_size: expected an integer > 0, "
                                     "found 0"));
   c = parse_config("", "cfg.toml");
-  apply_override(c, "optim.name=sgd");
+  apply_override(c, "optim.name=sdg");
   REQUIRE_THROWS_WITH(kiln::app::validate(c),
-                      Catch::Equals("--set: optim.name: expected one of: adamw, found \"sgd\""));
+                      Catch::Equals("--set: optim.name: expected one of: \"adamw\", \"sgd\", "
+                                    "\"lion\", \"muon\", found \"sdg\""));
+  c = parse_config("[train]\nbatch_size = 100\naccumulate = 3\n", "cfg.toml");
+  REQUIRE_THROWS_WITH(kiln::app::validate(c),
+                      Catch::Equals("cfg.toml:3:14: train.accumulate: expected a divisor of "
+                                    "train.batch_size (100), found 3"));
+  c = parse_config("[train]\nprecision = \"fp8\"\n", "cfg.toml");
+  REQUIRE_THROWS_WITH(kiln::app::validate(c),
+                      Catch::Equals("cfg.toml:2:13: train.precision: expected one of: \"fp32\", "
+                                    "\"bf16\", \"fp16\", found \"fp8\""));
+  c = parse_config("[optim]\nlr = nan\n", "cfg.toml");
+  REQUIRE_THROWS_WITH(kiln::app::validate(c),
+                      Catch::Equals("cfg.toml:2:6: optim.lr: expected a number > 0, found nan"));
+}
+
+TEST_CASE("a boolean key takes true or false only", "[app][config]") {
+  auto c = parse_config("[memory]\nhistory = true\n[optim]\nnesterov = false\n", "cfg.toml");
+  REQUIRE(c.memory.history);
+  REQUIRE_FALSE(c.optim.nesterov);
+  REQUIRE_THROWS_WITH(parse_config("[memory]\nhistory = 1\n", "cfg.toml"),
+                      Catch::Equals("cfg.toml:2:11: [memory] history: expected true or false, "
+                                    "found integer 1"));
+  apply_override(c, "memory.history=false");
+  REQUIRE_FALSE(c.memory.history);
 }
 
 TEST_CASE("the resolved TOML reads back to the same config", "[app][config]") {
@@ -87,14 +110,19 @@ TEST_CASE("the resolved TOML reads back to the same config", "[app][config]") {
   apply_override(c, "optim.lr=0.1");
   apply_override(c, "model.hidden=[3]");
   apply_override(c, "run.name=\"quote\\\"d\"");
+  apply_override(c, "optim.nesterov=false");
+  apply_override(c, "checkpoint.best=\"\"");
   const auto back = parse_config(kiln::app::to_toml(c), "resolved.toml");
   REQUIRE(kiln::app::to_toml(back) == kiln::app::to_toml(c));
   REQUIRE(back.optim.lr == 0.1);
   REQUIRE(back.run.name == "quote\"d");
+  REQUIRE_FALSE(back.optim.nesterov);
+  REQUIRE(back.checkpoint.best.empty());
 }
 
 TEST_CASE("the shipped configs parse and validate", "[app][config]") {
-  for (const char* name : {"configs/fashion_mlp.toml", "configs/tiny.toml"}) {
+  for (const char* name :
+       {"configs/fashion_mlp.toml", "configs/tiny.toml", "configs/deep_mlp_checkpointed.toml"}) {
     INFO(name);
     kiln::app::validate(kiln::app::load_config(name));
   }

@@ -10,6 +10,7 @@
 
 #include "data/fashion_mnist.h"
 #include "support.h"
+#include "optim/adamw.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -23,7 +24,7 @@ kiln::train::RunSpec small_spec(const std::string& run_dir) {
   spec.run_dir = run_dir;
   spec.config_toml = "# test\n";
   spec.data.train_limit(2000).test_limit(500);
-  spec.model = kiln::nn::MlpOptions(784, {64}, 10);
+  spec.model.mlp = kiln::nn::MlpOptions(784, {64}, 10);
   spec.train.epochs(1).batch_size(50).log_every(1).seed(3);
   return spec;
 }
@@ -40,6 +41,15 @@ std::vector<torch::Tensor> weights_of(const std::string& checkpoint) {
   for (const auto& [name, t] : kiln::safetensors::load_file(checkpoint + "/model.safetensors").tensors)
     out.push_back(t);
   return out;
+}
+
+// A Checkpointer for a model outside a run, with the state parts the trainer registers.
+kiln::train::Checkpointer trainer_checkpointer(const std::string& run_dir, torch::nn::Module& model,
+                                               torch::optim::Optimizer& opt) {
+  kiln::train::Checkpointer ckpt(run_dir, model, opt);
+  ckpt.add_part({"schedule", [](auto&) {}, [](auto&) {}});
+  ckpt.add_part({"scaler", [](auto&) {}, [](auto&) {}});
+  return ckpt;
 }
 
 }  // namespace
@@ -76,14 +86,20 @@ TEST_CASE("stopping and resuming gives the same parameters as one run", "[train]
   kiln::train::TrainObserver quiet;
   auto straight = small_spec(dir / "straight");
   straight.train.epochs(2).max_steps(70);  // 70 steps: crosses the epoch boundary at 40
+  // Everything that carries state across steps: dropout (the RNG), a warmup and
+  // cosine schedule, clipping, gradient accumulation, AdamW's moments.
+  straight.model.mlp.dropout(0.2);
+  straight.schedule.kind("cosine").warmup_steps(10).min_lr_ratio(0.1);
+  straight.train.clip_norm(1.0).accumulate(2);
   const auto a = kiln::train::train(straight, quiet);
 
-  auto first = small_spec(dir / "resumed");
-  first.train.epochs(2).max_steps(25);  // stop mid-epoch
+  auto first = straight;
+  first.run_dir = dir / "resumed";
+  first.train.max_steps(25);  // stop mid-epoch
   kiln::train::train(first, quiet);
   auto second = first;
   second.train.max_steps(70);
-  second.resume = true;
+  second.resume_checkpoint = kiln::train::latest_checkpoint(first.run_dir).value();
   const auto b = kiln::train::train(second, quiet);
   REQUIRE(b.resumed_from == 25);
   REQUIRE(b.steps == 70);
@@ -114,7 +130,7 @@ TEST_CASE("a checkpoint of another model is refused with the mismatch named", "[
 
   kiln::nn::Mlp other(kiln::nn::MlpOptions(784, {32}, 10));
   kiln::optim::AdamW opt(other->parameters());
-  REQUIRE_THROWS_MATCHES(kiln::train::Checkpointer(dir / "run", *other, opt).load(r.last_checkpoint),
+  REQUIRE_THROWS_MATCHES(trainer_checkpointer(dir / "run", *other, opt).load(r.last_checkpoint),
                          kiln::InputError,
                          Catch::Message(r.last_checkpoint +
                                         "/model.safetensors: 'layers.0.weight' is Float[64, 784] but the "
@@ -124,8 +140,66 @@ TEST_CASE("a checkpoint of another model is refused with the mismatch named", "[
   std::filesystem::resize_file(r.last_checkpoint + "/trainer.pt", 10);
   kiln::nn::Mlp same(kiln::nn::MlpOptions(784, {64}, 10));
   kiln::optim::AdamW opt2(same->parameters());
-  REQUIRE_THROWS_AS(kiln::train::Checkpointer(dir / "run", *same, opt2).load(r.last_checkpoint),
+  REQUIRE_THROWS_AS(trainer_checkpointer(dir / "run", *same, opt2).load(r.last_checkpoint),
                     kiln::InputError);
   const auto after = weights_of(r.last_checkpoint);
   for (size_t i = 0; i < before.size(); ++i) REQUIRE(torch::equal(before[i], after[i]));
+}
+
+TEST_CASE("gradient accumulation over micro-batches gives the parameters of whole batches",
+          "[train][accumulate]") {
+  kiln::test::TempDir dir;
+  kiln::train::TrainObserver quiet;
+  auto whole = small_spec(dir / "whole");
+  whole.train.max_steps(10);
+  auto parts = whole;
+  parts.run_dir = dir / "parts";
+  parts.train.accumulate(5);  // 5 micro-batches of 10
+  const auto a = kiln::train::train(whole, quiet), b = kiln::train::train(parts, quiet);
+  const auto wa = weights_of(a.last_checkpoint), wb = weights_of(b.last_checkpoint);
+  REQUIRE(wa.size() == wb.size());
+  for (size_t i = 0; i < wa.size(); ++i) {
+    const auto c = kiln::test::all_close(wb[i], wa[i], 1e-4, 1e-6);
+    INFO(c.report);
+    REQUIRE(c.ok);
+  }
+}
+
+TEST_CASE("a non-finite loss stops the run, names the first bad gradient, keeps the checkpoint",
+          "[train][nan]") {
+  kiln::test::TempDir dir;
+  kiln::train::TrainObserver quiet;
+  auto spec = small_spec(dir / "run");
+  spec.optim.lr = 1e30;  // one AdamW step moves every weight by ~1e30: the next logits overflow
+  spec.checkpoint.every(1);
+  REQUIRE_THROWS_WITH(kiln::train::train(spec, quiet),
+                      Catch::Contains("at step 2; first non-finite: the gradient of layers."));
+  const auto saved = kiln::train::list_checkpoints(dir / "run");
+  REQUIRE(saved.size() == 1);
+  REQUIRE(saved[0].step == 1);
+  // The last good checkpoint loads and holds finite weights.
+  kiln::nn::Mlp model(kiln::nn::MlpOptions(784, {64}, 10));
+  kiln::optim::AdamW opt(model->parameters());
+  REQUIRE(trainer_checkpointer(dir / "run", *model, opt).load(saved[0].dir).step == 1);
+  for (const auto& p : model->parameters()) REQUIRE(p.isfinite().all().item<bool>());
+}
+
+TEST_CASE("a bf16 run trains and every run writes memory reports", "[train][amp][memory]") {
+  kiln::test::TempDir dir;
+  kiln::train::TrainObserver quiet;
+  auto spec = small_spec(dir / "run");
+  spec.train.precision("bf16");
+  spec.memory.report_every(10);
+  const auto r = kiln::train::train(spec, quiet);
+  REQUIRE(r.finished);
+  REQUIRE(r.test_accuracy > 0.5);
+  std::ifstream in(dir / "run/memory.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 4);  // steps 10, 20, 30 and 40 (the end)
+  const int64_t params = (784 * 64 + 64 + 64 * 10 + 10) * 4;
+  REQUIRE(lines.back()["parameter_bytes"] == params);
+  REQUIRE(lines.back()["gradient_bytes"] == params);
+  REQUIRE(lines.back()["optimizer_state_bytes"] == 2 * params);  // AdamW's two moments
+  REQUIRE(lines.back()["activation_peak_bytes"].get<int64_t>() > 0);
 }

@@ -1,0 +1,23 @@
+// The model registry: a name and a constructor per model.
+#include "nn/factory.h"
+
+#include <c10/util/StringUtil.h>
+
+#include "util/error.h"
+
+namespace kiln::nn {
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names = {"mlp", "deep_mlp"};
+  return names;
+}
+
+torch::nn::AnyModule make_model(const ModelSpec& spec) {
+  if (spec.name == "mlp") return torch::nn::AnyModule(Mlp(spec.mlp));
+  if (spec.name == "deep_mlp") return torch::nn::AnyModule(DeepMlp(spec.deep_mlp));
+  std::string valid;
+  for (const auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
+  throw InputError(c10::str("model.name: expected one of ", valid, ", found \"", spec.name, "\""));
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,28 @@
+// Builds the model a config names ("mlp", "deep_mlp"), so the trainer holds any
+// of them the same way: a torch::nn::AnyModule mapping (B, …) to logits (B, C).
+#pragma once
+#include <torch/nn/modules/container/any.h>
+
+#include <string>
+#include <vector>
+
+#include "nn/deep_mlp.h"
+#include "nn/mlp.h"
+
+namespace kiln::nn {
+
+struct ModelSpec {
+  /// One of model_names().
+  std::string name = "mlp";
+  MlpOptions mlp{784, {512, 256}, 10};
+  DeepMlpOptions deep_mlp{784, 10};
+};
+
+/// The model names make_model knows, in order: mlp, deep_mlp.
+const std::vector<std::string>& model_names();
+
+/// Builds spec.name; an unknown name throws kiln::InputError listing the valid ones.
+/// Example: auto model = kiln::nn::make_model(spec); auto logits = model.forward(x);
+torch::nn::AnyModule make_model(const ModelSpec& spec);
+
+}  // namespace kiln::nn
