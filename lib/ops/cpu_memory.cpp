@@ -17,7 +17,11 @@ namespace kiln::ops {
 void advise_huge_pages(const at::Tensor& t) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  if (!t.defined() || !t.is_cpu() || t.nbytes() < 2 * kHuge) return;
+  // glibc serves smaller blocks from its heap once its dynamic mmap threshold has
+  // risen (at most 32 MiB on 64-bit): those pages are reused, already faulted in,
+  // and the system call would be pure cost.
+  constexpr size_t kMmapThresholdMax = size_t{32} << 20;
+  if (!t.defined() || !t.is_cpu() || t.nbytes() <= kMmapThresholdMax) return;
   const auto begin = reinterpret_cast<uintptr_t>(t.storage().data());
   const uintptr_t end = begin + t.storage().nbytes();
   const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);

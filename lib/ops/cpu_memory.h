@@ -6,7 +6,8 @@
 namespace kiln::ops {
 
 /// Asks the kernel to back the 2 MiB-aligned part of `t`'s storage with huge pages
-/// (madvise MADV_HUGEPAGE) when it is a CPU tensor of at least 4 MiB; otherwise does
+/// (madvise MADV_HUGEPAGE) when it is a CPU tensor over 32 MiB (what glibc always
+/// serves with a fresh mmap); otherwise does
 /// nothing. Call it before the first write. Example: advise_huge_pages(out);
 void advise_huge_pages(const at::Tensor& t);
 
