@@ -55,20 +55,12 @@ struct AdamWCodec {
 AdamW::AdamW(const std::vector<torch::optim::OptimizerParamGroup>& param_groups,
              AdamWOptions defaults)
     : Optimizer(param_groups, std::make_unique<AdamWOptions>(defaults)) {
-  restore_group_options(*this, param_groups);
-  check_options(defaults, "AdamW: ");
-  for (size_t g = 0; g < param_groups_.size(); ++g)
-    check_options(static_cast<const AdamWOptions&>(param_groups_[g].options()),
-                  c10::str("AdamW: group ", g, ": "));
+  setup_groups(*this, param_groups, defaults, "AdamW", check_options);
 }
 
 torch::Tensor AdamW::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  torch::Tensor loss = run_closure(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const AdamWOptions&>(group.options());
     // One fused call per (device, dtype, step) of this group: the kernel takes one

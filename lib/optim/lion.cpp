@@ -36,20 +36,12 @@ struct LionCodec {
 
 Lion::Lion(const std::vector<torch::optim::OptimizerParamGroup>& param_groups, LionOptions defaults)
     : Optimizer(param_groups, std::make_unique<LionOptions>(defaults)) {
-  restore_group_options(*this, param_groups);
-  check_options(defaults, "Lion: ");
-  for (size_t g = 0; g < param_groups_.size(); ++g)
-    check_options(static_cast<const LionOptions&>(param_groups_[g].options()),
-                  c10::str("Lion: group ", g, ": "));
+  setup_groups(*this, param_groups, defaults, "Lion", check_options);
 }
 
 torch::Tensor Lion::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  torch::Tensor loss = run_closure(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const LionOptions&>(group.options());
     for (auto& p : group.params()) {

@@ -95,11 +95,7 @@ Muon::Muon(const std::vector<torch::optim::OptimizerParamGroup>& param_groups, M
 
 torch::Tensor Muon::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  torch::Tensor loss = run_closure(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const MuonOptions&>(group.options());
     if (o.adamw()) continue;

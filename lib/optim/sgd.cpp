@@ -39,20 +39,12 @@ struct SGDCodec {
 
 SGD::SGD(const std::vector<torch::optim::OptimizerParamGroup>& param_groups, SGDOptions defaults)
     : Optimizer(param_groups, std::make_unique<SGDOptions>(defaults)) {
-  restore_group_options(*this, param_groups);
-  check_options(defaults, "SGD: ");
-  for (size_t g = 0; g < param_groups_.size(); ++g)
-    check_options(static_cast<const SGDOptions&>(param_groups_[g].options()),
-                  c10::str("SGD: group ", g, ": "));
+  setup_groups(*this, param_groups, defaults, "SGD", check_options);
 }
 
 torch::Tensor SGD::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  torch::Tensor loss = run_closure(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const SGDOptions&>(group.options());
     for (auto& p : group.params()) {
