@@ -65,7 +65,7 @@ void ConsoleObserver::on_checkpoint(const std::string& dir, int64_t step) {
 
 void ConsoleObserver::on_memory(const train::MemoryReport& r) {
   clear_bar();
-  std::printf("memory at step %lld\n%s", static_cast<long long>(r.step), r.table().c_str());
+  std::fputs(r.table().c_str(), stdout);  // headed "memory at step N"
   std::fflush(stdout);
 }
 
