@@ -153,8 +153,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
 }
 
 at::Tensor Run::forward(const at::Tensor& x) {
-  std::optional<AutocastGuard> amp;
-  if (plan_.autocast) amp.emplace(device_.type(), plan_.dtype);
+  AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // fp32: autocast off
   return model_.forward(x);
 }
 
@@ -169,8 +168,7 @@ void Run::step(const data::Batch& batch) {
     ActivationProbe probe(device_);
     at::Tensor part;
     {
-      std::optional<AutocastGuard> amp;
-      if (plan_.autocast) amp.emplace(device_.type(), plan_.dtype);
+      AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
       part = kiln::ops::cross_entropy(model_.forward(xs[i]), ys[i]);
     }
     probe.forward_done();
@@ -181,12 +179,14 @@ void Run::step(const data::Batch& batch) {
   }
 
   scaler_.unscale_(*optimizer_);  // no-op without loss scaling
-  std::vector<at::Tensor> grads;
-  for (const auto& p : module_->parameters())
-    if (p.grad().defined()) grads.push_back(p.grad());
-  grad_norm_ = opt_.clip_norm() > 0
-                   ? optim::clip_grad_norm(module_->parameters(), opt_.clip_norm()).item<double>()
-                   : kiln::ops::grad_norm(grads).item<double>();
+  if (opt_.clip_norm() > 0) {
+    grad_norm_ = optim::clip_grad_norm(module_->parameters(), opt_.clip_norm()).item<double>();
+  } else {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : module_->parameters())
+      if (p.grad().defined()) grads.push_back(p.grad());
+    grad_norm_ = kiln::ops::grad_norm(grads).item<double>();
+  }
   // With loss scaling an inf/NaN gradient skips the step (scaler_.step); without
   // it, it would poison the parameters: stop before the step, keeping the last
   // checkpoint as it was.
