@@ -61,10 +61,10 @@ int main(int argc, char** argv) {
       for (const int t : common->threads) {
         at::set_num_threads(t);
         for (const auto& c : cases) {
-          const auto [k, r] = kb::measure(c, device, common->rounds, common->min_ms);
-          const double fraction = copy_gbps > 0 && c.bytes > 0 ? c.bytes / k / copy_gbps : 0.0;
-          table.row(c, dname, size, t, k, r, fraction);
-          auto row = kb::json_row(c, device, dname, n, t, k, r);
+          const auto m = kb::measure(c, device, common->rounds, common->min_ms);
+          const double fraction = copy_gbps > 0 && c.bytes > 0 ? c.bytes / m.kiln_ns / copy_gbps : 0.0;
+          table.row(c, dname, size, t, m, fraction);
+          auto row = kb::json_row(c, device, dname, n, t, m);
           if (fraction > 0) row["bandwidth_fraction"] = fraction, row["copy_gbps"] = copy_gbps;
           out.push_back(row);
         }

@@ -202,13 +202,13 @@ int main(int argc, char** argv) {
       at::set_num_threads(t);
       for (const auto make : kCaseMakers) {
         for (const auto& c : make(s)) {
-          const auto [k, r] = kb::measure(c, device, common->rounds, common->min_ms);
+          const auto m = kb::measure(c, device, common->rounds, common->min_ms);
           // On CUDA: the bandwidth bound, bytes at the copy's bandwidth, over kiln's time.
           const double bound_ns = copy_gbps > 0 && c.bytes > 0 ? c.bytes / copy_gbps : 0.0;
-          table.row(c, dname, size, t, k, r, bound_ns / k);
-          auto row = kb::json_row(c, device, dname, s.total, t, k, r);
+          table.row(c, dname, size, t, m, bound_ns / m.kiln_ns);
+          auto row = kb::json_row(c, device, dname, s.total, t, m);
           if (bound_ns > 0)
-            row["bound_ns"] = bound_ns, row["bandwidth_fraction"] = bound_ns / k,
+            row["bound_ns"] = bound_ns, row["bandwidth_fraction"] = bound_ns / m.kiln_ns,
             row["copy_gbps"] = copy_gbps;
           out.push_back(row);
         }

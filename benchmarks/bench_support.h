@@ -1,7 +1,7 @@
 // What every kiln benchmark program shares: a case (a kiln call and its reference),
 // interleaved timing of the two, a device copy as the bandwidth yardstick, the
 // common command-line options, the printed table and the --json rows
-// (op, pass, device, dtype, size, threads, kiln_ns, ref_ns, ratio).
+// (op, pass, device, dtype, size, threads, kiln_ns, ref_ns, ratio and its quartiles).
 #pragma once
 #define CXXOPTS_VECTOR_DELIMITER ','
 #include <ATen/ATen.h>
@@ -49,15 +49,29 @@ inline double time_once(const std::function<void()>& f, const at::Device& d, int
          calls;
 }
 
-/// Median over `rounds` of (kiln_ns, ref_ns), measured alternately, each
-/// measurement enough calls to fill about min_ms.
-inline std::pair<double, double> measure(const Case& c, const at::Device& d, int rounds,
-                                         double min_ms) {
+/// One case's result: the median times of each side and the median and quartiles
+/// of the per-round ratios ref_ns / kiln_ns (> 1: kiln is faster). A round times
+/// the two sides back to back, so its ratio sees one machine state; the quartiles
+/// say how far a ratio can be trusted on a noisy machine.
+struct Timing {
+  double kiln_ns = 0, ref_ns = 0;
+  double ratio = 0, ratio_q1 = 0, ratio_q3 = 0;
+};
+
+/// The q-quantile (0 ≤ q ≤ 1) of v, by the nearest rank.
+inline double quantile(std::vector<double> v, double q) {
+  const auto i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
+/// Times `rounds` rounds of (kiln, ref), each side enough calls to fill about min_ms.
+inline Timing measure(const Case& c, const at::Device& d, int rounds, double min_ms) {
   c.kiln(), c.ref();  // warm-up (allocator, caches)
   const double probe = std::max(time_once(c.kiln, d, 1), time_once(c.ref, d, 1));
   const int calls = std::max(1, static_cast<int>(min_ms * 1e6 / std::max(probe, 1.0)));
-  std::vector<double> k, r;
-  for (int i = 0; i < rounds; ++i) {
+  std::vector<double> k, r, ratios;
+  for (int i = 0; i < std::max(rounds, 1); ++i) {
     // Alternate which side goes first, so neither always runs on a cache or clock
     // state the other left behind.
     if (i % 2 == 0) {
@@ -67,10 +81,10 @@ inline std::pair<double, double> measure(const Case& c, const at::Device& d, int
       r.push_back(time_once(c.ref, d, calls));
       k.push_back(time_once(c.kiln, d, calls));
     }
+    ratios.push_back(r.back() / k.back());
   }
-  std::nth_element(k.begin(), k.begin() + k.size() / 2, k.end());
-  std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
-  return {k[k.size() / 2], r[r.size() / 2]};
+  return {quantile(k, 0.5), quantile(r, 0.5), quantile(ratios, 0.5), quantile(ratios, 0.25),
+          quantile(ratios, 0.75)};
 }
 
 /// (ns, GB/s) of a device-to-device copy of n elements: the bandwidth yardstick
@@ -80,7 +94,7 @@ inline std::pair<double, double> copy_bandwidth(int64_t n, const at::TensorOptio
   const auto src = at::randn({n}, options);
   auto dst = at::empty_like(src);
   const Case copy{"copy", "-", [=]() mutable { dst.copy_(src); }, [=]() mutable { dst.copy_(src); }};
-  const double ns = measure(copy, options.device(), rounds, min_ms).first;
+  const double ns = measure(copy, options.device(), rounds, min_ms).kiln_ns;
   return {ns, 2.0 * n * src.element_size() / ns};
 }
 
@@ -92,7 +106,7 @@ inline void add_common_options(cxxopts::Options& options, const std::string& def
       ("json", "write the results to FILE", cxxopts::value<std::string>()->default_value(""))
       ("device", "cpu or cuda", cxxopts::value<std::string>()->default_value("cpu"))
       ("threads", "CPU thread counts", cxxopts::value<std::vector<int>>()->default_value("1,2"))
-      ("rounds", "interleaved rounds per case (median reported)",
+      ("rounds", "interleaved rounds per case (medians and quartiles reported)",
        cxxopts::value<int>()->default_value(default_rounds))
       ("min-ms", "time per measurement", cxxopts::value<double>()->default_value(default_min_ms))
       ("h,help", "show this help");
@@ -131,34 +145,37 @@ class Table {
  public:
   /// size_label names the size column (e.g. "log2n", "params").
   explicit Table(std::string size_label) : size_label_(std::move(size_label)) {
-    std::printf("%-12s %-4s %-20s %-9s %9s %7s %12s %12s %7s %9s\n", "op", "pass", "ref", "dtype",
-                size_label_.c_str(), "threads", "kiln_ns", "ref_ns", "ratio", "bw/copy");
+    std::printf("%-12s %-4s %-20s %-9s %9s %7s %12s %12s %7s %11s %9s\n", "op", "pass", "ref",
+                "dtype", size_label_.c_str(), "threads", "kiln_ns", "ref_ns", "ratio", "ratio q1-q3",
+                "bw/copy");
   }
   /// A result row; `fraction` is the share of the copy bandwidth kiln reached (0: none).
   void row(const Case& c, const std::string& dtype, const std::string& size, int threads,
-           double kiln_ns, double ref_ns, double fraction = 0) const {
+           const Timing& t, double fraction = 0) const {
     char frac[16] = "-";
     if (fraction > 0) std::snprintf(frac, sizeof frac, "%.2f", fraction);
-    std::printf("%-12s %-4s %-20s %-9s %9s %7d %12.0f %12.0f %7.2f %9s\n", c.op.c_str(),
+    std::printf("%-12s %-4s %-20s %-9s %9s %7d %12.0f %12.0f %7.2f %5.2f-%5.2f %9s\n", c.op.c_str(),
                 c.pass.c_str(), c.ref_name.empty() ? "-" : c.ref_name.c_str(), dtype.c_str(),
-                size.c_str(), threads, kiln_ns, ref_ns, ref_ns / kiln_ns, frac);
+                size.c_str(), threads, t.kiln_ns, t.ref_ns, t.ratio, t.ratio_q1, t.ratio_q3, frac);
   }
   /// The yardstick line of a device copy.
   void copy(const std::string& dtype, const std::string& size, double ns, double gbps) const {
-    std::printf("%-12s %-4s %-20s %-9s %9s %7s %12.0f %12s %7s %9s  (%.0f GB/s)\n", "copy", "-",
-                "-", dtype.c_str(), size.c_str(), "-", ns, "-", "-", "1.00", gbps);
+    std::printf("%-12s %-4s %-20s %-9s %9s %7s %12.0f %12s %7s %11s %9s  (%.0f GB/s)\n", "copy", "-",
+                "-", dtype.c_str(), size.c_str(), "-", ns, "-", "-", "-", "1.00", gbps);
   }
 
  private:
   std::string size_label_;
 };
 
-/// One --json row; ratio = ref_ns / kiln_ns (> 1: kiln is faster).
+/// One --json row: ratio is the median per-round ref_ns / kiln_ns (> 1: kiln is
+/// faster), ratio_q1 and ratio_q3 its quartiles.
 inline nlohmann::json json_row(const Case& c, const at::Device& device, const std::string& dtype,
-                               int64_t size, int threads, double kiln_ns, double ref_ns) {
-  nlohmann::json row = {{"op", c.op}, {"pass", c.pass}, {"device", device.str()},
-                        {"dtype", dtype}, {"size", size}, {"threads", threads},
-                        {"kiln_ns", kiln_ns}, {"ref_ns", ref_ns}, {"ratio", ref_ns / kiln_ns}};
+                               int64_t size, int threads, const Timing& t) {
+  nlohmann::json row = {{"op", c.op},           {"pass", c.pass},         {"device", device.str()},
+                        {"dtype", dtype},       {"size", size},           {"threads", threads},
+                        {"kiln_ns", t.kiln_ns}, {"ref_ns", t.ref_ns},     {"ratio", t.ratio},
+                        {"ratio_q1", t.ratio_q1}, {"ratio_q3", t.ratio_q3}};
   if (!c.ref_name.empty()) row["ref"] = c.ref_name;
   return row;
 }

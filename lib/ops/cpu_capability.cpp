@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace kiln::ops {
 namespace {
 
@@ -44,6 +46,17 @@ std::string to_string(CpuCapability c) {
     case CpuCapability::kAvx2: return "avx2";
     default: return "default";
   }
+}
+
+long l2_cache_bytes() {
+  static const long bytes = [] {
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 > 0) return l2;
+#endif
+    return 1L << 20;
+  }();
+  return bytes;
 }
 
 }  // namespace kiln::ops

@@ -14,6 +14,10 @@ enum class CpuCapability { kDefault = 0, kAvx2 = 1, kAvx512 = 2 };
 CpuCapability cpu_capability();
 std::string to_string(CpuCapability c);
 
+/// The size of one core's L2 cache in bytes, as the system reports it (1 MiB where it
+/// does not): the streaming kernels prefetch only past it (cpu_vec.h, streamed()).
+long l2_cache_bytes();
+
 }  // namespace kiln::ops
 
 // Declares a kernel built once per capability and `NAME_impl()`, which returns the

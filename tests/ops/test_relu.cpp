@@ -16,8 +16,9 @@ namespace {
 
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
 
-// Sizes around the vector widths and the parallel grain, plus an empty one.
-const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001};
+// Sizes around the vector widths and the parallel grain, an empty one, and one
+// past every L2 in every dtype (streamed()'s prefetching path, with a ragged end).
+const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001, (1 << 21) + 37};
 
 at::Tensor sample(int64_t n, at::ScalarType dtype) {
   auto x = at::randn({n}, at::TensorOptions().dtype(at::kFloat));
@@ -35,6 +36,16 @@ TEST_CASE("relu forward matches at::relu for every dtype", "[ops][relu]") {
       const auto y = kiln::ops::relu(x);
       REQUIRE(y.scalar_type() == dtype);
       KILN_REQUIRE_CLOSE(y, at::relu(x), 0.0, 0.0);  // exact: relu only selects
+    }
+  }
+}
+
+TEST_CASE("relu_backward is grad where y > 0, else 0, for every dtype", "[ops][relu]") {
+  for (const auto dtype : kDtypes) {
+    for (const int64_t n : kSizes) {
+      INFO("dtype " << dtype << ", n " << n);
+      const auto y = at::relu(sample(n, dtype)), g = at::randn({n}).to(dtype);
+      KILN_REQUIRE_CLOSE(kiln::ops::relu_backward(g, y), at::threshold_backward(g, y, 0), 0.0, 0.0);
     }
   }
 }

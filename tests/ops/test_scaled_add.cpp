@@ -13,8 +13,9 @@ using kiln::test::tolerance_for;
 
 namespace {
 
-// Sizes around the vector widths and the parallel grain, plus an empty one.
-const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001};
+// Sizes around the vector widths and the parallel grain, an empty one, and one
+// past every L2 in every dtype (streamed()'s prefetching path, with a ragged end).
+const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001, (1 << 21) + 37};
 const std::vector<double> kAlphas = {2.0, -0.37, 0.0};
 
 // alpha·x + y in float64 on the same (rounded) values.
@@ -61,11 +62,13 @@ TEST_CASE("scaled_add_backward is (alpha·grad, grad) for every dtype", "[ops][s
   for (const auto dtype : kFloatingDtypes) {
     INFO("dtype " << dtype);
     const auto tol = tolerance_for(dtype);
-    const auto g = at::randn({70001}).to(dtype);
-    const auto [gx, gy] = kiln::ops::scaled_add_backward(g, -1.25);
-    REQUIRE(gx.scalar_type() == dtype);
-    KILN_REQUIRE_CLOSE(gx, -1.25 * g.to(at::kDouble), tol.rtol, tol.atol);
-    KILN_REQUIRE_CLOSE(gy, g, 0.0, 0.0);
+    for (const int64_t n : {int64_t{70001}, kSizes.back()}) {
+      const auto g = at::randn({n}).to(dtype);
+      const auto [gx, gy] = kiln::ops::scaled_add_backward(g, -1.25);
+      REQUIRE(gx.scalar_type() == dtype);
+      KILN_REQUIRE_CLOSE(gx, -1.25 * g.to(at::kDouble), tol.rtol, tol.atol);
+      KILN_REQUIRE_CLOSE(gy, g, 0.0, 0.0);
+    }
   }
 }
 
