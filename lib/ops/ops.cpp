@@ -20,7 +20,7 @@ TORCH_LIBRARY(kiln, m) {
   m.def("linear(Tensor x, Tensor w, Tensor? b) -> Tensor");
   m.def("linear_gelu(Tensor x, Tensor w, Tensor? b) -> Tensor");
   m.def("linear_gelu_forward(Tensor x, Tensor w, Tensor? b) -> (Tensor, Tensor)");
-  m.def("linear_backward(Tensor grad, Tensor x, Tensor w, bool has_bias) -> (Tensor, Tensor, Tensor)");
+  m.def("linear_backward(Tensor grad, Tensor x, Tensor w, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
   m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor");
   m.def("cross_entropy_forward(Tensor logits, Tensor target) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse) -> Tensor");
@@ -92,9 +92,10 @@ Tensor linear_gelu(const Tensor& x, const Tensor& w, const OptTensor& b) {
 Tensor2 linear_gelu_forward(const Tensor& x, const Tensor& w, const OptTensor& b) {
   KILN_CALL(linear_gelu_forward, Tensor2(const Tensor&, const Tensor&, const OptTensor&), x, w, b);
 }
-Tensor3 linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w, bool has_bias) {
-  KILN_CALL(linear_backward, Tensor3(const Tensor&, const Tensor&, const Tensor&, bool), grad, x, w,
-            has_bias);
+Tensor3 linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
+                        std::array<bool, 3> output_mask) {
+  KILN_CALL(linear_backward, Tensor3(const Tensor&, const Tensor&, const Tensor&, std::array<bool, 3>),
+            grad, x, w, output_mask);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target) {

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/ArrayRef.h>
 
+#include <array>
 #include <optional>
 #include <tuple>
 
@@ -48,10 +49,13 @@ at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& w, const std::opti
 /// (gelu(z), z) with z = x·wᵀ + b: the forward of linear_gelu, keeping z for backward.
 std::tuple<at::Tensor, at::Tensor> linear_gelu_forward(const at::Tensor& x, const at::Tensor& w,
                                                        const std::optional<at::Tensor>& b);
-/// (dx, dw, db) of x·wᵀ + b for the output gradient grad; db undefined when !has_bias.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(const at::Tensor& grad,
-                                                               const at::Tensor& x,
-                                                               const at::Tensor& w, bool has_bias);
+/// (dx, dw, db) = (grad·w, gradᵀ·x, Σ_rows grad), the gradients of x·wᵀ + b; each
+/// only where output_mask = {dx, dw, db} asks for it, undefined elsewhere (autograd
+/// asks only for what its inputs need: no dx for a first layer fed with data).
+/// Example: auto [dx, dw, db] = kiln::ops::linear_backward(g, x, w, {false, true, true});
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward(
+    const at::Tensor& grad, const at::Tensor& x, const at::Tensor& w,
+    std::array<bool, 3> output_mask = {true, true, true});
 
 /// Mean over rows of −log softmax(logits)[target]; logits: (B, C), target: (B) int64.
 /// Example: auto loss = kiln::ops::cross_entropy(logits, target);

@@ -4,6 +4,7 @@
 // bad input and the autocast policy.
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -117,14 +118,57 @@ TEST_CASE("linear_backward is (grad·w, gradᵀ·x, grad.sum(0))", "[ops][linear
     INFO("dtype " << dtype);
     const auto in = sample(s, dtype);
     const auto g = at::randn({s.B, s.N}).to(dtype);
-    const auto [dx, dw, db] = kiln::ops::linear_backward(g, in.x, in.w, true);
+    const auto [dx, dw, db] = kiln::ops::linear_backward(g, in.x, in.w);
     const auto gd = g.to(at::kDouble);
     const auto tol = tolerance(dtype, std::max(s.B, s.N));
     KILN_REQUIRE_CLOSE(dx, gd.mm(in.w.to(at::kDouble)), tol.rtol, tol.atol);
     KILN_REQUIRE_CLOSE(dw, gd.t().mm(in.x.to(at::kDouble)), tol.rtol, tol.atol);
     KILN_REQUIRE_CLOSE(db, gd.sum(0), tol.rtol, tol.atol);
-    REQUIRE_FALSE(std::get<2>(kiln::ops::linear_backward(g, in.x, in.w, false)).defined());
+    // output_mask: exactly the asked-for gradients, each equal to the full call's.
+    for (int m = 0; m < 8; ++m) {
+      const std::array<bool, 3> mask = {(m & 1) != 0, (m & 2) != 0, (m & 4) != 0};
+      INFO("mask " << mask[0] << mask[1] << mask[2]);
+      const auto [mx, mw, mb] = kiln::ops::linear_backward(g, in.x, in.w, mask);
+      REQUIRE(mx.defined() == mask[0]);
+      REQUIRE(mw.defined() == mask[1]);
+      REQUIRE(mb.defined() == mask[2]);
+      if (mask[0]) KILN_REQUIRE_CLOSE(mx, dx, 0.0, 0.0);
+      if (mask[1]) KILN_REQUIRE_CLOSE(mw, dw, 0.0, 0.0);
+      if (mask[2]) KILN_REQUIRE_CLOSE(mb, db, 0.0, 0.0);
+    }
   }
+}
+
+TEST_CASE("linear's backward computes only the gradients autograd needs", "[ops][linear]") {
+  // Counts the matrix products the backward pass runs: a first layer fed with data
+  // needs dw and db but no dx, a frozen layer only dx.
+  static thread_local int products = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string_view(fn.name()).starts_with("aten::mm")) ++products;
+        return nullptr;
+      }).needsInputs(false));
+  const auto in = sample({6, 5, 4}, at::kFloat);
+  const auto g = at::randn({6, 4});
+  struct Want {
+    bool x, w;
+    int products;
+  };
+  for (const auto& want : {Want{false, true, 1}, Want{true, false, 1}, Want{true, true, 2}}) {
+    INFO("x requires grad " << want.x << ", w requires grad " << want.w);
+    const auto x = in.x.clone().requires_grad_(want.x), w = in.w.clone().requires_grad_(want.w);
+    const auto b = in.b.clone().requires_grad_(true);
+    const auto y = kiln::ops::linear(x, w, b);
+    products = 0;
+    y.backward(g);
+    REQUIRE(products == want.products);
+    REQUIRE(x.grad().defined() == want.x);
+    REQUIRE(w.grad().defined() == want.w);
+    KILN_REQUIRE_CLOSE(b.grad(), g.sum(0), 1e-6, 1e-6);
+    if (want.x) KILN_REQUIRE_CLOSE(x.grad(), g.mm(in.w), 1e-5, 1e-5);
+    if (want.w) KILN_REQUIRE_CLOSE(w.grad(), g.t().mm(in.x), 1e-5, 1e-5);
+  }
+  at::removeCallback(handle);
 }
 
 TEST_CASE("linear gradients match central differences", "[ops][linear]") {
@@ -257,7 +301,7 @@ TEST_CASE("linear rejects bad input with a message naming the argument", "[ops][
   REQUIRE_THROWS_WITH(kiln::ops::linear_gelu(x, at::randn({10, 783}), b),
                       Catch::Contains("kiln::linear_gelu: w: expected shape (N, K) with K = 784"));
   REQUIRE_THROWS_WITH(
-      kiln::ops::linear_backward(at::randn({4, 9}), x, w, true),
+      kiln::ops::linear_backward(at::randn({4, 9}), x, w),
       Catch::Contains("kiln::linear_backward: grad: expected shape (B, N) = [4, 10] (x.size(0), "
                       "w.size(0)), got [4, 9]"));
 }
@@ -298,7 +342,7 @@ TEST_CASE("linear on CUDA matches CPU for every dtype", "[ops][linear][cuda]") {
                                                {in.x, in.w, in.b}, gelu_tol);
         }
         const auto backward = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
-          auto [dx, dw, db] = kiln::ops::linear_backward(t[0], t[1], t[2], bias);
+          auto [dx, dw, db] = kiln::ops::linear_backward(t[0], t[1], t[2], {true, true, bias});
           return bias ? std::vector<at::Tensor>{dx, dw, db} : std::vector<at::Tensor>{dx, dw};
         };
         kiln::test::require_cuda_matches_cpu(backward, {g, in.x, in.w},

@@ -18,36 +18,50 @@ using OptTensor = std::optional<at::Tensor>;
 
 bool defined(const OptTensor& b) { return b && b->defined(); }
 
-// (dx, dw, db) of z = x·wᵀ + b from dz and the saved x, w; db is undefined without bias.
+// (dx, dw, db) of z = x·wᵀ + b from dz and the saved x, w, each only where autograd
+// needs it (PyTorch's own linear skips them too): a first layer fed with data gets no
+// dx, a frozen weight no dw. The Function's inputs are (x, w, b); b is an input edge
+// only when it is there.
 variable_list linear_grads(AutogradContext* ctx, const at::Tensor& dz) {
   const auto saved = ctx->get_saved_variables();
-  auto [dx, dw, db] =
-      kiln::ops::linear_backward(dz, saved[0], saved[1], ctx->saved_data["has_bias"].toBool());
+  const bool has_bias = ctx->saved_data["has_bias"].toBool();
+  const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                    has_bias && ctx->needs_input_grad(2)};
+  auto [dx, dw, db] = kiln::ops::linear_backward(dz, saved[0], saved[1], mask);
   return {dx, dw, db};
 }
 
 // (dx, dw, db) = (g·w, gᵀ·x, Σ_rows g) is bilinear in g and (x, w). For incoming
 // (ggx, ggw, ggb): d/dg = ggx·wᵀ + x·ggwᵀ + ggb = linear(ggx, w, ggb) + linear(x, ggw),
 // d/dx = g·ggw and d/dw = gᵀ·ggx, which is linear_backward(g, ggx, ggw).
+// The Function returns only the gradients output_mask asks for (autograd wraps
+// defined tensors only); backward puts the incoming ones back in their places.
 class LinearBackwardFunction : public torch::autograd::Function<LinearBackwardFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& x,
-                               const at::Tensor& w, bool has_bias) {
+                               const at::Tensor& w, std::array<bool, 3> output_mask) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->saved_data["has_bias"] = has_bias;
     ctx->save_for_backward({grad, x, w});
-    auto [dx, dw, db] = kiln::ops::linear_backward(grad, x, w, has_bias);
-    return has_bias ? variable_list{dx, dw, db} : variable_list{dx, dw};
+    auto [dx, dw, db] = kiln::ops::linear_backward(grad, x, w, output_mask);
+    variable_list out;
+    for (auto* t : {&dx, &dw, &db})
+      if (t->defined()) out.push_back(std::move(*t));
+    ctx->saved_data["mask"] = c10::List<bool>({output_mask[0], output_mask[1], output_mask[2]});
+    return out;
   }
-  static variable_list backward(AutogradContext* ctx, variable_list gg) {
+  static variable_list backward(AutogradContext* ctx, variable_list incoming) {
     const auto saved = ctx->get_saved_variables();
     const auto &grad = saved[0], &x = saved[1], &w = saved[2];
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const auto mask = ctx->saved_data["mask"].toBoolList();
+    std::array<at::Tensor, 3> gg;  // incoming gradients of (dx, dw, db)
+    for (size_t i = 0, k = 0; i < 3; ++i)
+      if (mask[i]) gg[i] = incoming[k++];
     const auto ggx = gg[0].defined() ? gg[0] : at::zeros_like(x);
     const auto ggw = gg[1].defined() ? gg[1] : at::zeros_like(w);
-    const OptTensor ggb = has_bias && gg[2].defined() ? OptTensor(gg[2]) : std::nullopt;
+    const OptTensor ggb = gg[2].defined() ? OptTensor(gg[2]) : std::nullopt;
     auto d_grad = kiln::ops::linear(ggx, w, ggb) + kiln::ops::linear(x, ggw, std::nullopt);
-    const auto d = kiln::ops::linear_backward(grad, ggx, ggw, false);
+    const auto d = kiln::ops::linear_backward(
+        grad, ggx, ggw, {ctx->needs_input_grad(1), ctx->needs_input_grad(2), false});
     return {d_grad, std::get<0>(d), std::get<1>(d), at::Tensor()};
   }
 };
@@ -108,17 +122,19 @@ at::Tensor linear_gelu_autograd(const at::Tensor& x, const at::Tensor& w, const 
   return kiln::ops::linear_gelu(x, w, b);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_autograd(const at::Tensor& grad,
-                                                                        const at::Tensor& x,
-                                                                        const at::Tensor& w,
-                                                                        bool has_bias) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_autograd(
+    const at::Tensor& grad, const at::Tensor& x, const at::Tensor& w,
+    std::array<bool, 3> output_mask) {
   if (!at::GradMode::is_enabled() ||
       !(grad.requires_grad() || x.requires_grad() || w.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return kiln::ops::linear_backward(grad, x, w, has_bias);
+    return kiln::ops::linear_backward(grad, x, w, output_mask);
   }
-  const auto out = LinearBackwardFunction::apply(grad, x, w, has_bias);
-  return {out[0], out[1], has_bias ? out[2] : at::Tensor()};
+  const auto out = LinearBackwardFunction::apply(grad, x, w, output_mask);
+  std::array<at::Tensor, 3> d;
+  for (size_t i = 0, k = 0; i < 3; ++i)
+    if (output_mask[i]) d[i] = out[k++];
+  return {d[0], d[1], d[2]};
 }
 
 // Autocast policy "lower precision": x, w and b are cast to autocast's dtype for

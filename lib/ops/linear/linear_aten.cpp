@@ -80,12 +80,12 @@ at::Tensor gelu_aten(const at::Tensor& x, const at::Tensor& w, const std::option
 // dx: (B, K) = grad: (B, N) · w: (N, K); dw: (N, K) = gradᵀ · x; db: (N) = Σ_rows grad.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_aten(const at::Tensor& grad,
                                                              const at::Tensor& x,
-                                                             const at::Tensor& w, bool has_bias) {
-  auto dx = output_like(x);
-  at::mm_out(dx, grad, w);
-  auto dw = output_like(w);
-  at::mm_out(dw, grad.t(), x);
-  auto db = has_bias ? at::sum(grad, 0) : at::Tensor();
+                                                             const at::Tensor& w,
+                                                             std::array<bool, 3> output_mask) {
+  at::Tensor dx, dw, db;
+  if (output_mask[0]) dx = output_like(x), at::mm_out(dx, grad, w);
+  if (output_mask[1]) dw = output_like(w), at::mm_out(dw, grad.t(), x);
+  if (output_mask[2]) db = at::sum(grad, 0);
   return {std::move(dx), std::move(dw), std::move(db)};
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -30,9 +31,10 @@ std::tuple<at::Tensor, at::Tensor> gelu_forward_aten(const at::Tensor& x, const 
 /// gelu_tanh(x·wᵀ + b), the GELU applied in place on the pre-activation (nothing kept).
 at::Tensor gelu_aten(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
 
-/// (dx, dw, db) = (grad·w, gradᵀ·x, grad.sum(0)); db undefined when !has_bias.
+/// (dx, dw, db) = (grad·w, gradᵀ·x, grad.sum(0)), each only where output_mask asks.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_aten(const at::Tensor& grad,
                                                              const at::Tensor& x,
-                                                             const at::Tensor& w, bool has_bias);
+                                                             const at::Tensor& w,
+                                                             std::array<bool, 3> output_mask);
 
 }  // namespace kiln::ops::linear

@@ -29,9 +29,9 @@ std::tuple<at::Tensor, at::Tensor> linear_gelu_forward_cpu(const at::Tensor& x,
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(const at::Tensor& grad,
                                                                    const at::Tensor& x,
                                                                    const at::Tensor& w,
-                                                                   bool has_bias) {
+                                                                   std::array<bool, 3> output_mask) {
   linear::check_backward("kiln::linear_backward", grad, x, w);
-  return linear::backward_aten(grad, x, w, has_bias);
+  return linear::backward_aten(grad, x, w, output_mask);
 }
 
 }  // namespace
