@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "../autocast.h"
+#include "../autograd_support.h"
 #include "../gelu/gelu_second_derivative.h"
 #include "../ops.h"
 
@@ -53,12 +54,18 @@ class BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
 };
 
 at::Tensor bias_gelu_autograd(const at::Tensor& x, const at::Tensor& b) {
-  return BiasGeluFunction::apply(x, b);
+  if (records(x, b)) return BiasGeluFunction::apply(x, b);
+  at::AutoDispatchBelowADInplaceOrView below;
+  return kiln::ops::bias_gelu(x, b);
 }
 
 std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_autograd(const at::Tensor& grad,
                                                                const at::Tensor& x,
                                                                const at::Tensor& b) {
+  if (!records(grad, x, b)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return kiln::ops::bias_gelu_backward(grad, x, b);
+  }
   const auto out = BiasGeluBackwardFunction::apply(grad, x, b);
   return {out[0], out[1]};
 }

@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "../autocast.h"
+#include "../autograd_support.h"
 #include "../ops.h"
 #include "gelu_math.h"
 #include "gelu_second_derivative.h"
@@ -64,10 +65,16 @@ class GeluFunction : public torch::autograd::Function<GeluFunction> {
   }
 };
 
-at::Tensor gelu_autograd(const at::Tensor& x) { return GeluFunction::apply(x); }
+at::Tensor gelu_autograd(const at::Tensor& x) {
+  if (records(x)) return GeluFunction::apply(x);
+  at::AutoDispatchBelowADInplaceOrView below;
+  return kiln::ops::gelu(x);
+}
 
 at::Tensor gelu_backward_autograd(const at::Tensor& grad, const at::Tensor& x) {
-  return GeluBackwardFunction::apply(grad, x);
+  if (records(grad, x)) return GeluBackwardFunction::apply(grad, x);
+  at::AutoDispatchBelowADInplaceOrView below;
+  return kiln::ops::gelu_backward(grad, x);
 }
 
 }  // namespace

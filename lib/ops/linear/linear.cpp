@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "../autocast.h"
+#include "../autograd_support.h"
 #include "../ops.h"
 
 namespace kiln::ops {
@@ -103,13 +104,6 @@ class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> 
   }
 };
 
-// True when autograd has to record the call; otherwise the op runs below autograd
-// and keeps nothing (linear_gelu then needs no separate pre-activation buffer).
-bool records(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
-  return at::GradMode::is_enabled() &&
-         (x.requires_grad() || w.requires_grad() || (defined(b) && b->requires_grad()));
-}
-
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
   if (records(x, w, b)) return LinearFunction::apply(x, w, b);
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -125,8 +119,7 @@ at::Tensor linear_gelu_autograd(const at::Tensor& x, const at::Tensor& w, const 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_autograd(
     const at::Tensor& grad, const at::Tensor& x, const at::Tensor& w,
     std::array<bool, 3> output_mask) {
-  if (!at::GradMode::is_enabled() ||
-      !(grad.requires_grad() || x.requires_grad() || w.requires_grad())) {
+  if (!records(grad, x, w)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return kiln::ops::linear_backward(grad, x, w, output_mask);
   }

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "../autocast.h"
+#include "../autograd_support.h"
 #include "../ops.h"
 
 namespace kiln::ops {
@@ -43,10 +44,16 @@ class ReluFunction : public torch::autograd::Function<ReluFunction> {
   }
 };
 
-at::Tensor relu_autograd(const at::Tensor& x) { return ReluFunction::apply(x); }
+at::Tensor relu_autograd(const at::Tensor& x) {
+  if (records(x)) return ReluFunction::apply(x);
+  at::AutoDispatchBelowADInplaceOrView below;
+  return kiln::ops::relu(x);
+}
 
 at::Tensor relu_backward_autograd(const at::Tensor& grad, const at::Tensor& y) {
-  return ReluBackwardFunction::apply(grad, y);
+  if (records(grad, y)) return ReluBackwardFunction::apply(grad, y);
+  at::AutoDispatchBelowADInplaceOrView below;
+  return kiln::ops::relu_backward(grad, y);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "../autocast.h"
+#include "../autograd_support.h"
 #include "../ops.h"
 
 namespace kiln::ops {
@@ -53,11 +54,17 @@ class ScaledAddFunction : public torch::autograd::Function<ScaledAddFunction> {
 };
 
 at::Tensor scaled_add_autograd(const at::Tensor& x, const at::Tensor& y, double alpha) {
-  return ScaledAddFunction::apply(x, y, alpha);
+  if (records(x, y)) return ScaledAddFunction::apply(x, y, alpha);
+  at::AutoDispatchBelowADInplaceOrView below;
+  return kiln::ops::scaled_add(x, y, alpha);
 }
 
 std::tuple<at::Tensor, at::Tensor> scaled_add_backward_autograd(const at::Tensor& grad,
                                                                 double alpha) {
+  if (!records(grad)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return kiln::ops::scaled_add_backward(grad, alpha);
+  }
   auto g = ScaledAddBackwardFunction::apply(grad, alpha);
   return {g[0], g[1]};
 }
