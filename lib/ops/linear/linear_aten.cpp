@@ -9,6 +9,7 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
 
+#include "../gelu/gelu_kernel.h"
 #include "../op_support.h"
 
 namespace kiln::ops::linear {
@@ -65,16 +66,32 @@ at::Tensor forward_aten(const at::Tensor& x, const at::Tensor& w,
   return at::mm_out(z, x, w.t());
 }
 
+// out = gelu_tanh(z) (out may be z): on CPU kiln's own gelu kernel (about 3× at::gelu,
+// docs/ops.md), elsewhere at::gelu.
+void gelu_into(const at::Tensor& z, at::Tensor& out) {
+  if (!z.is_cpu()) {
+    at::gelu_out(out, z, "tanh");
+    return;
+  }
+  const auto kernel = cpu::gelu_forward_impl();
+  const auto dtype = kernel_dtype(z);
+  parallel_chunks(z.numel(), [&](int64_t begin, int64_t end) {
+    kernel(dtype, elem_ptr(z, begin), elem_ptr(out, begin), end - begin);
+  });
+}
+
 std::tuple<at::Tensor, at::Tensor> gelu_forward_aten(const at::Tensor& x, const at::Tensor& w,
                                                      const std::optional<at::Tensor>& b) {
   auto z = forward_aten(x, w, b);
-  auto y = at::gelu(z, "tanh");
+  auto y = output_like(z);
+  gelu_into(z, y);
   return {std::move(y), std::move(z)};
 }
 
 at::Tensor gelu_aten(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b) {
   auto z = forward_aten(x, w, b);
-  return at::gelu_(z, "tanh");  // z is ours and not kept: no second (B, N) buffer
+  gelu_into(z, z);  // z is ours and not kept: no second (B, N) buffer
+  return z;
 }
 
 // dx: (B, K) = grad: (B, N) · w: (N, K); dw: (N, K) = gradᵀ · x; db: (N) = Σ_rows grad.
