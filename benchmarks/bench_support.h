@@ -49,10 +49,10 @@ inline double time_once(const std::function<void()>& f, const at::Device& d, int
          calls;
 }
 
-/// One case's result: the median times of each side and the median and quartiles
-/// of the per-round ratios ref_ns / kiln_ns (> 1: kiln is faster). A round times
-/// the two sides back to back, so its ratio sees one machine state; the quartiles
-/// say how far a ratio can be trusted on a noisy machine.
+/// One case's result: the median times of each side, ratio = ref_ns / kiln_ns of
+/// those medians (> 1: kiln is faster), and the quartiles of the per-round ratios.
+/// A round times the two sides back to back, so its ratio sees one machine state;
+/// the quartiles say how far the ratio can be trusted on a noisy machine.
 struct Timing {
   double kiln_ns = 0, ref_ns = 0;
   double ratio = 0, ratio_q1 = 0, ratio_q3 = 0;
@@ -83,8 +83,8 @@ inline Timing measure(const Case& c, const at::Device& d, int rounds, double min
     }
     ratios.push_back(r.back() / k.back());
   }
-  return {quantile(k, 0.5), quantile(r, 0.5), quantile(ratios, 0.5), quantile(ratios, 0.25),
-          quantile(ratios, 0.75)};
+  const double kiln_ns = quantile(k, 0.5), ref_ns = quantile(r, 0.5);
+  return {kiln_ns, ref_ns, ref_ns / kiln_ns, quantile(ratios, 0.25), quantile(ratios, 0.75)};
 }
 
 /// (ns, GB/s) of a device-to-device copy of n elements: the bandwidth yardstick
@@ -168,8 +168,8 @@ class Table {
   std::string size_label_;
 };
 
-/// One --json row: ratio is the median per-round ref_ns / kiln_ns (> 1: kiln is
-/// faster), ratio_q1 and ratio_q3 its quartiles.
+/// One --json row: ratio = ref_ns / kiln_ns (> 1: kiln is faster); ratio_q1 and
+/// ratio_q3 are the quartiles of the per-round ratios.
 inline nlohmann::json json_row(const Case& c, const at::Device& device, const std::string& dtype,
                                int64_t size, int threads, const Timing& t) {
   nlohmann::json row = {{"op", c.op},           {"pass", c.pass},         {"device", device.str()},
