@@ -1,6 +1,7 @@
 // at::vec helpers the vectorised CPU kernels (*_cpu_kernel.cpp) share: loading
-// half types as float vectors, and streamed() for the bandwidth-bound loops. Include only from those files: it lives in the
-// per-capability namespace KILN_CPU_NS, so each build gets its own copy.
+// half types as float vectors, and streamed() for the bandwidth-bound loops.
+// Include only from those files: it lives in the per-capability namespace
+// KILN_CPU_NS, so each build gets its own copy.
 #pragma once
 #include <ATen/OpMathType.h>
 #include <ATen/cpu/vec/functional.h>
@@ -45,7 +46,7 @@ Vectorized<Acc<T>> load_acc(const T* p, int64_t n) {
 /// a store finds its line owned instead of waiting for the read-for-ownership).
 /// Why ours: ATen's loops (at::vec::map, TensorIterator) leave a stream to the
 /// hardware prefetchers, and on the Xeon we measure (2 MiB L2) a stream past L2
-/// is bound by how early its lines arrive: relu on 2^20 floats ran 5–9 % faster
+/// is bound by how early its lines arrive: relu on 2^20 floats ran 5–7 % faster
 /// with this (docs/ops.md). Within L2 the prefetches are pure cost (0.6× at
 /// 2^16), hence the gate. Example:
 ///   streamed(n, y, {x}, [&](int64_t b, int64_t e) { at::vec::map(f, y + b, x + b, e - b); });

@@ -60,7 +60,9 @@ class LinearBackwardFunction : public torch::autograd::Function<LinearBackwardFu
     const auto ggx = gg[0].defined() ? gg[0] : at::zeros_like(x);
     const auto ggw = gg[1].defined() ? gg[1] : at::zeros_like(w);
     const OptTensor ggb = gg[2].defined() ? OptTensor(gg[2]) : std::nullopt;
-    auto d_grad = kiln::ops::linear(ggx, w, ggb) + kiln::ops::linear(x, ggw, std::nullopt);
+    at::Tensor d_grad;
+    if (ctx->needs_input_grad(0))
+      d_grad = kiln::ops::linear(ggx, w, ggb) + kiln::ops::linear(x, ggw, std::nullopt);
     const auto d = kiln::ops::linear_backward(
         grad, ggx, ggw, {ctx->needs_input_grad(1), ctx->needs_input_grad(2), false});
     return {d_grad, std::get<0>(d), std::get<1>(d), at::Tensor()};
