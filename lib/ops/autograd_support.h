@@ -1,6 +1,7 @@
 // What the ops' Autograd kernels (<op>/<op>.cpp) share: whether a call has to be
-// recorded at all.
+// recorded at all, and the kernel of a single-output op built on that.
 #pragma once
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 
@@ -24,6 +25,16 @@ bool requires_grad(const T&) {  // a non-tensor argument (alpha, a mask)
 template <typename... Args>
 bool records(const Args&... args) {
   return at::GradMode::is_enabled() && (requires_grad(args) || ...);
+}
+
+/// The Autograd kernel of a single-output op: Fn::apply(args...) (Fn a
+/// torch::autograd::Function) when the call must be recorded, else op(args...)
+/// below autograd. Example: return record_or_call<ReluFunction>(&kiln::ops::relu, x);
+template <typename Fn, typename Op, typename... Args>
+at::Tensor record_or_call(Op op, const Args&... args) {
+  if (records(args...)) return Fn::apply(args...);
+  at::AutoDispatchBelowADInplaceOrView below;
+  return op(args...);
 }
 
 }  // namespace kiln::ops

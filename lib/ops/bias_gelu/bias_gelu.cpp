@@ -54,9 +54,7 @@ class BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
 };
 
 at::Tensor bias_gelu_autograd(const at::Tensor& x, const at::Tensor& b) {
-  if (records(x, b)) return BiasGeluFunction::apply(x, b);
-  at::AutoDispatchBelowADInplaceOrView below;
-  return kiln::ops::bias_gelu(x, b);
+  return record_or_call<BiasGeluFunction>(&kiln::ops::bias_gelu, x, b);
 }
 
 std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_autograd(const at::Tensor& grad,

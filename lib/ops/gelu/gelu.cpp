@@ -66,15 +66,11 @@ class GeluFunction : public torch::autograd::Function<GeluFunction> {
 };
 
 at::Tensor gelu_autograd(const at::Tensor& x) {
-  if (records(x)) return GeluFunction::apply(x);
-  at::AutoDispatchBelowADInplaceOrView below;
-  return kiln::ops::gelu(x);
+  return record_or_call<GeluFunction>(&kiln::ops::gelu, x);
 }
 
 at::Tensor gelu_backward_autograd(const at::Tensor& grad, const at::Tensor& x) {
-  if (records(grad, x)) return GeluBackwardFunction::apply(grad, x);
-  at::AutoDispatchBelowADInplaceOrView below;
-  return kiln::ops::gelu_backward(grad, x);
+  return record_or_call<GeluBackwardFunction>(&kiln::ops::gelu_backward, grad, x);
 }
 
 }  // namespace

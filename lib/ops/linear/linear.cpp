@@ -107,15 +107,11 @@ class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> 
 };
 
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
-  if (records(x, w, b)) return LinearFunction::apply(x, w, b);
-  at::AutoDispatchBelowADInplaceOrView guard;
-  return kiln::ops::linear(x, w, b);
+  return record_or_call<LinearFunction>(&kiln::ops::linear, x, w, b);
 }
 
 at::Tensor linear_gelu_autograd(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
-  if (records(x, w, b)) return LinearGeluFunction::apply(x, w, b);
-  at::AutoDispatchBelowADInplaceOrView guard;
-  return kiln::ops::linear_gelu(x, w, b);
+  return record_or_call<LinearGeluFunction>(&kiln::ops::linear_gelu, x, w, b);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_autograd(

@@ -45,15 +45,11 @@ class ReluFunction : public torch::autograd::Function<ReluFunction> {
 };
 
 at::Tensor relu_autograd(const at::Tensor& x) {
-  if (records(x)) return ReluFunction::apply(x);
-  at::AutoDispatchBelowADInplaceOrView below;
-  return kiln::ops::relu(x);
+  return record_or_call<ReluFunction>(&kiln::ops::relu, x);
 }
 
 at::Tensor relu_backward_autograd(const at::Tensor& grad, const at::Tensor& y) {
-  if (records(grad, y)) return ReluBackwardFunction::apply(grad, y);
-  at::AutoDispatchBelowADInplaceOrView below;
-  return kiln::ops::relu_backward(grad, y);
+  return record_or_call<ReluBackwardFunction>(&kiln::ops::relu_backward, grad, y);
 }
 
 }  // namespace

@@ -54,9 +54,7 @@ class ScaledAddFunction : public torch::autograd::Function<ScaledAddFunction> {
 };
 
 at::Tensor scaled_add_autograd(const at::Tensor& x, const at::Tensor& y, double alpha) {
-  if (records(x, y)) return ScaledAddFunction::apply(x, y, alpha);
-  at::AutoDispatchBelowADInplaceOrView below;
-  return kiln::ops::scaled_add(x, y, alpha);
+  return record_or_call<ScaledAddFunction>(&kiln::ops::scaled_add, x, y, alpha);
 }
 
 std::tuple<at::Tensor, at::Tensor> scaled_add_backward_autograd(const at::Tensor& grad,

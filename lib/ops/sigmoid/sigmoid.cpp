@@ -67,16 +67,13 @@ class SigmoidFunction : public torch::autograd::Function<SigmoidFunction> {
 };
 
 at::Tensor sigmoid_autograd(const at::Tensor& x, double beta, std::optional<double> grad_clip) {
-  if (records(x)) return SigmoidFunction::apply(x, beta, grad_clip);
-  at::AutoDispatchBelowADInplaceOrView below;
-  return kiln::ops::sigmoid(x, beta, grad_clip);
+  return record_or_call<SigmoidFunction>(&kiln::ops::sigmoid, x, beta, grad_clip);
 }
 
 at::Tensor sigmoid_backward_autograd(const at::Tensor& grad, const at::Tensor& s, double beta,
                                      std::optional<double> grad_clip) {
-  if (records(grad, s)) return SigmoidBackwardFunction::apply(grad, s, beta, grad_clip);
-  at::AutoDispatchBelowADInplaceOrView below;
-  return kiln::ops::sigmoid_backward(grad, s, beta, grad_clip);
+  return record_or_call<SigmoidBackwardFunction>(&kiln::ops::sigmoid_backward, grad, s, beta,
+                                                 grad_clip);
 }
 
 }  // namespace
