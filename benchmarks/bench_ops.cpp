@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
         at::set_num_threads(t);
         for (const auto& c : cases) {
           const auto m = kb::measure(c, device, common->rounds, common->min_ms);
-          const double fraction = copy_gbps > 0 && c.bytes > 0 ? c.bytes / m.kiln_ns / copy_gbps : 0.0;
+          const double fraction =
+              copy_gbps > 0 && c.bytes > 0 ? c.bytes / m.kiln_ns / copy_gbps : 0.0;
           table.row(c, dname, size, t, m, fraction);
           auto row = kb::json_row(c, device, dname, n, t, m);
           if (fraction > 0) row["bandwidth_fraction"] = fraction, row["copy_gbps"] = copy_gbps;

@@ -30,8 +30,9 @@ void forward(const T* x, const T* y, T* out, int64_t n, double alpha) {
 template <typename T>
 void scale(const T* grad, T* out, int64_t n, double alpha) {
   using V = OpVec<T>;
-  streamed(n, out, {grad},
-           [&](int64_t b, int64_t e) { at::vec::map([alpha](V g) { return V(alpha) * g; }, out + b, grad + b, e - b); });
+  streamed(n, out, {grad}, [&](int64_t b, int64_t e) {
+    at::vec::map([alpha](V g) { return V(alpha) * g; }, out + b, grad + b, e - b);
+  });
 }
 
 }  // namespace
