@@ -103,16 +103,24 @@ inline char* elem_ptr(at::Tensor& t, int64_t i) {
 
 namespace kiln::ops {
 
+/// Runs kernel(dtype, x, out, n) over threads on a checked, contiguous x and an
+/// out like it (out may be x itself: the kernels are elementwise).
+/// Example: cpu_unary_into(z, z, cpu::gelu_forward_impl());  // gelu in place
+template <typename Kernel>
+void cpu_unary_into(const at::Tensor& x, at::Tensor& out, Kernel kernel) {
+  const auto dtype = kernel_dtype(x);
+  parallel_chunks(x.numel(), [&](int64_t begin, int64_t end) {
+    kernel(dtype, elem_ptr(x, begin), elem_ptr(out, begin), end - begin);
+  });
+}
+
 /// The CPU Tensor function of a unary elementwise op: checks x, makes it
 /// contiguous, allocates, and runs kernel(dtype, x, out, n) over threads.
 /// Example: return cpu_unary("kiln::relu", "x", x, cpu::relu_forward_impl());
 template <typename Kernel>
 at::Tensor cpu_unary(std::string_view op, std::string_view name, const at::Tensor& x, Kernel kernel) {
   auto e = elementwise(op, name, x);
-  const auto dtype = kernel_dtype(e.x);
-  parallel_chunks(e.x.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(e.x, begin), elem_ptr(e.out, begin), end - begin);
-  });
+  cpu_unary_into(e.x, e.out, kernel);
   return e.out;
 }
 

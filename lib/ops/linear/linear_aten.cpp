@@ -73,11 +73,7 @@ void gelu_into(const at::Tensor& z, at::Tensor& out) {
     at::gelu_out(out, z, "tanh");
     return;
   }
-  const auto kernel = cpu::gelu_forward_impl();
-  const auto dtype = kernel_dtype(z);
-  parallel_chunks(z.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(z, begin), elem_ptr(out, begin), end - begin);
-  });
+  cpu_unary_into(z, out, cpu::gelu_forward_impl());
 }
 
 std::tuple<at::Tensor, at::Tensor> gelu_forward_aten(const at::Tensor& x, const at::Tensor& w,
