@@ -37,6 +37,19 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   return kiln::ops::linear(x, weight, bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt);
 }
 
+void LinearImpl::to(torch::Device device, bool non_blocking) {
+  if (!device.is_meta()) return torch::nn::Module::to(device, non_blocking);
+  torch::NoGradGuard no_grad;
+  const auto to_meta = [&](const char* name, torch::Tensor& member) {
+    if (!member.defined()) return;
+    auto meta = member.to(device);
+    meta.set_requires_grad(member.requires_grad());
+    member = parameters_[name] = meta;
+  };
+  to_meta("weight", weight);
+  to_meta("bias", bias);
+}
+
 void LinearImpl::pretty_print(std::ostream& stream) const {
   stream << "kiln::nn::Linear(in_features=" << options.in_features()
          << ", out_features=" << options.out_features() << ", bias=" << std::boolalpha

@@ -25,6 +25,14 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   void reset_parameters();
   /// x: (B, in_features) → (B, out_features)
   torch::Tensor forward(const torch::Tensor& x);
+  /// As torch::nn::Module::to, and to the meta device too (shape inference without
+  /// data, docs/ops.md), which Module::to refuses: it keeps each parameter's
+  /// TensorImpl, and a CPU one cannot become a meta one. On meta the parameters are
+  /// replaced by meta tensors of their shapes and dtypes, as Python's Module.to does,
+  /// so handles taken before (an optimizer's) keep the old ones.
+  /// Example: kiln::nn::Mlp net(…); net->to(at::kMeta);
+  void to(torch::Device device, bool non_blocking = false) override;
+  using torch::nn::Module::to;
   void pretty_print(std::ostream& stream) const override;
 
   LinearOptions options;

@@ -1,5 +1,5 @@
 // Every kiln op schema, declared once, and the C++ API that calls them through
-// the dispatcher. Backends register their kernels in <op>/<op>_{cpu,cuda}.cpp,
+// the dispatcher. Backends register their kernels in <op>/<op>_{cpu,cuda,meta}.cpp,
 // autograd and autocast in <op>/<op>.cpp.
 #include "ops.h"
 

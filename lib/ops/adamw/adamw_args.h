@@ -1,7 +1,7 @@
-// The checks and preparation that the CPU and CUDA fused_adamw_ kernels share:
-// list lengths, shapes, dtypes and devices; the raw spans of every tensor; and the
-// layout fix-up for tensors that are not dense or do not share their parameter's
-// strides (updated in dense copies and copied back).
+// What the fused_adamw_ kernels share: the checks of list lengths, shapes, dtypes
+// and devices (CPU, CUDA and Meta); the raw spans of every tensor and the layout
+// fix-up for tensors that are not dense or do not share their parameter's strides,
+// updated in dense copies and copied back (CPU and CUDA).
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
@@ -27,10 +27,13 @@ struct FusedAdamWArgs {
   }
 };
 
-inline FusedAdamWArgs fused_adamw_args(at::TensorList params, at::TensorList grads,
-                                       at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                                       double lr, double beta1, double beta2,
-                                       double weight_decay, double eps, int64_t step) {
+/// Throws unless the four lists have one length, step >= 1, the betas lie in [0, 1),
+/// and params[i], grads[i], exp_avgs[i] and exp_avg_sqs[i] are dense tensors of one
+/// shape, with every tensor of one floating dtype and device. Reads no data: the CPU,
+/// CUDA and Meta kernels all run it. Example: check_fused_adamw(ps, gs, ms, vs, 0.9, 0.999, step);
+inline void check_fused_adamw(at::TensorList params, at::TensorList grads,
+                              at::TensorList exp_avgs, at::TensorList exp_avg_sqs, double beta1,
+                              double beta2, int64_t step) {
   constexpr const char* op = "kiln::fused_adamw_";
   const size_t n = params.size();
   TORCH_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n, op,
@@ -40,12 +43,8 @@ inline FusedAdamWArgs fused_adamw_args(at::TensorList params, at::TensorList gra
               step);
   TORCH_CHECK(beta1 >= 0 && beta1 < 1, op, ": beta1: expected in [0, 1), got ", beta1);
   TORCH_CHECK(beta2 >= 0 && beta2 < 1, op, ": beta2: expected in [0, 1), got ", beta2);
-  FusedAdamWArgs a;
-  a.coefficients = adamw_coefficients(lr, beta1, beta2, weight_decay, eps, step);
-  if (n == 0) return a;
+  if (n == 0) return;
   check_floating(op, "params[0]", params[0]);
-  a.dtype = kernel_dtype(params[0]);
-  a.spans.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const auto name = [&](const char* list) { return c10::str(list, "[", i, "]"); };
     const at::Tensor& p = params[i];
@@ -61,6 +60,24 @@ inline FusedAdamWArgs fused_adamw_args(at::TensorList params, at::TensorList gra
     check_like(op, name("params"), p, name("exp_avg_sqs"), exp_avg_sqs[i]);
     TORCH_CHECK(grads[i].layout() == at::kStrided, op, ": ", name("grads"),
                 ": expected a dense gradient, got layout ", grads[i].layout());
+  }
+}
+
+/// check_fused_adamw, then the spans the kernels update (with dense working copies
+/// where a tensor's layout needs one) and the step's coefficients.
+inline FusedAdamWArgs fused_adamw_args(at::TensorList params, at::TensorList grads,
+                                       at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                                       double lr, double beta1, double beta2,
+                                       double weight_decay, double eps, int64_t step) {
+  check_fused_adamw(params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, step);
+  const size_t n = params.size();
+  FusedAdamWArgs a;
+  a.coefficients = adamw_coefficients(lr, beta1, beta2, weight_decay, eps, step);
+  if (n == 0) return a;
+  a.dtype = kernel_dtype(params[0]);
+  a.spans.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor& p = params[i];
     if (p.numel() == 0) continue;
     // The kernels walk raw memory, so all four must be dense in one layout: the
     // parameter's own when it is dense, else contiguous.

@@ -1,6 +1,7 @@
-// The argument checks both cross-entropy backends share: shapes, dtypes and
-// devices of logits (B, C), target (B), lse (B) and grad (a scalar), and the
-// range of the class indices (an error naming the first bad row, on any device).
+// The argument checks the cross-entropy kernels share: shapes, dtypes and devices
+// of logits (B, C), target (B), lse (B) and grad (a scalar), run by every backend
+// (Meta included), and the range of the class indices (an error naming the first
+// bad row), which reads target's values and so runs on CPU and CUDA only.
 #pragma once
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/stack.h>
@@ -37,9 +38,11 @@ inline void check_targets(std::string_view op, const at::Tensor& target, int64_t
                 classes, "), got target[", i, "] = ", p[i]);
 }
 
-/// Example: auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
-inline CrossEntropyArgs cross_entropy_args(std::string_view op, const at::Tensor& logits,
-                                           const at::Tensor& target) {
+/// The checks that read no data (shapes, dtypes, devices): all that a Meta kernel,
+/// which has no class indices to look at, can run.
+/// Example: auto a = cross_entropy_metadata_args("kiln::cross_entropy_forward", logits, target);
+inline CrossEntropyArgs cross_entropy_metadata_args(std::string_view op, const at::Tensor& logits,
+                                                    const at::Tensor& target) {
   check_floating(op, "logits", logits);
   TORCH_CHECK(logits.dim() == 2, op, ": logits: expected a 2-D tensor (B, C), got shape ",
               logits.sizes());
@@ -50,9 +53,16 @@ inline CrossEntropyArgs cross_entropy_args(std::string_view op, const at::Tensor
               logits.size(0), "] (one class per row of logits), got ", target.sizes());
   TORCH_CHECK(target.device() == logits.device(), op, ": target: expected device ",
               logits.device(), " (the device of logits), got ", target.device());
-  const int64_t classes = logits.size(1);
-  check_targets(op, target, classes);
-  return {logits.contiguous(), target.contiguous(), logits.size(0), classes};
+  return {logits.contiguous(), target.contiguous(), logits.size(0), logits.size(1)};
+}
+
+/// cross_entropy_metadata_args, then the range of the class indices (check_targets).
+/// Example: auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
+inline CrossEntropyArgs cross_entropy_args(std::string_view op, const at::Tensor& logits,
+                                           const at::Tensor& target) {
+  auto a = cross_entropy_metadata_args(op, logits, target);
+  check_targets(op, a.target, a.classes);
+  return a;
 }
 
 /// Checks what backward adds: grad one element of the logits' dtype and device,

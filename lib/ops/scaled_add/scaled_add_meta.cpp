@@ -1,0 +1,29 @@
+// Meta kernels of kiln::scaled_add and kiln::scaled_add_backward: the CPU kernels'
+// checks and output allocation (elementwise() in op_support.h) without the
+// arithmetic, so the outputs' shapes, strides and dtypes are known without data.
+#include <torch/library.h>
+
+#include "../op_support.h"
+
+namespace kiln::ops {
+namespace {
+
+at::Tensor scaled_add_meta(const at::Tensor& x, const at::Tensor& y, double /*alpha*/) {
+  return elementwise("kiln::scaled_add", "x", x, "y", y).out;
+}
+
+// (alpha·grad, grad): as on CPU and CUDA the second output is grad itself, the
+// alias the schema declares (Tensor(a) grad -> (Tensor, Tensor(a))).
+std::tuple<at::Tensor, at::Tensor> scaled_add_backward_meta(const at::Tensor& grad,
+                                                            double /*alpha*/) {
+  return {elementwise("kiln::scaled_add_backward", "grad", grad).out, grad};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(kiln, Meta, m) {
+  m.impl("scaled_add", scaled_add_meta);
+  m.impl("scaled_add_backward", scaled_add_backward_meta);
+}
+
+}  // namespace kiln::ops
