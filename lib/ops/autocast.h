@@ -1,6 +1,7 @@
 // Autocast policies of kiln ops (docs/ops.md lists which op has which). Each op
-// registers an AutocastCPU and an AutocastCUDA kernel that applies its policy,
-// then calls the op again with autocast excluded, as ATen's own wrappers do.
+// registers an AutocastCPU, an AutocastCUDA and an AutocastPrivateUse1 kernel (a
+// backend outside PyTorch, such as the tests' fake accelerator) that applies its
+// policy, then calls the op again with autocast excluded, as ATen's own wrappers do.
 #pragma once
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -48,6 +49,16 @@ struct KeepDtype<D, Fn> {
 
 }  // namespace kiln::ops::autocast
 
+/// Registers KERNEL<D> (a template over c10::DeviceType) as op NAME's autocast
+/// kernel on every device type kiln trains on.
+/// Example: KILN_AUTOCAST_KERNELS("bias_gelu", bias_gelu_autocast)
+#define KILN_AUTOCAST_KERNELS(NAME, KERNEL)                                                  \
+  TORCH_LIBRARY_IMPL(kiln, AutocastCPU, m) { m.impl(NAME, &KERNEL<c10::DeviceType::CPU>); }  \
+  TORCH_LIBRARY_IMPL(kiln, AutocastCUDA, m) { m.impl(NAME, &KERNEL<c10::DeviceType::CUDA>); } \
+  TORCH_LIBRARY_IMPL(kiln, AutocastPrivateUse1, m) {                                         \
+    m.impl(NAME, &KERNEL<c10::DeviceType::PrivateUse1>);                                     \
+  }
+
 /// Registers the "input dtype" policy for op NAME implemented by C++ API function FN.
 /// Example: KILN_AUTOCAST_KEEP_DTYPE("relu", kiln::ops::relu)
 #define KILN_AUTOCAST_KEEP_DTYPE(NAME, FN)                                                   \
@@ -56,4 +67,7 @@ struct KeepDtype<D, Fn> {
   }                                                                                          \
   TORCH_LIBRARY_IMPL(kiln, AutocastCUDA, m) {                                                \
     m.impl(NAME, &::kiln::ops::autocast::KeepDtype<c10::DeviceType::CUDA, &FN>::call);       \
+  }                                                                                          \
+  TORCH_LIBRARY_IMPL(kiln, AutocastPrivateUse1, m) {                                         \
+    m.impl(NAME, &::kiln::ops::autocast::KeepDtype<c10::DeviceType::PrivateUse1, &FN>::call); \
   }

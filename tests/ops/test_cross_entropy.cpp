@@ -226,25 +226,50 @@ TEST_CASE("cross_entropy on CUDA matches CPU for every dtype", "[ops][cross_entr
       Catch::Contains("expected class indices in [0, 300), got target[6] = 300"));
 }
 
-TEST_CASE("cross_entropy under CPU autocast runs in its input's dtype",
+TEST_CASE("cross_entropy with CPU logits and a CUDA target names the argument on the wrong device",
+          "[ops][cross_entropy][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  // The CUDA kernel is chosen by the target; it must check before it guards the device.
+  const auto s = sample(4, 7, at::kFloat);
+  REQUIRE_THROWS_WITH(kiln::ops::cross_entropy(s.logits, s.target.cuda()),
+                      Catch::Contains("kiln::cross_entropy_forward: target: expected device cpu "
+                                      "(the device of logits), got cuda:0"));
+  const auto lse = std::get<1>(kiln::ops::cross_entropy_forward(s.logits, s.target));
+  REQUIRE_THROWS_WITH(
+      kiln::ops::cross_entropy_backward(torch::tensor(1.0f), s.logits, s.target, lse.cuda()),
+      Catch::Contains("kiln::cross_entropy_backward: lse: expected device cpu"));
+}
+
+TEST_CASE("cross_entropy under autocast runs in float32 and returns a float32 loss",
           "[ops][cross_entropy][autocast]") {
   const auto s = sample(6, 50, at::kFloat);
-  const auto xb = s.logits.to(at::kBFloat16).requires_grad_(true);
-  const auto xf = s.logits.clone().requires_grad_(true);
-  at::autocast::set_autocast_enabled(at::kCPU, true);
-  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-  const auto loss_f = kiln::ops::cross_entropy(xf, s.target);
-  const auto loss_b = kiln::ops::cross_entropy(xb, s.target);
-  at::autocast::set_autocast_enabled(at::kCPU, false);
-  at::autocast::clear_cache();
-  REQUIRE(loss_f.scalar_type() == at::kFloat);
-  REQUIRE(loss_b.scalar_type() == at::kBFloat16);
-  KILN_REQUIRE_CLOSE(loss_f, reference_loss(s), 1e-5, 1e-5);
-  (loss_f + loss_b.to(at::kFloat)).backward();
-  REQUIRE(xb.grad().scalar_type() == at::kBFloat16);
-  const auto tol = tolerance_for(at::kBFloat16);
-  KILN_REQUIRE_CLOSE(xb.grad(), reference_grad({xb.detach(), s.target}, 1.0), tol.rtol, tol.atol);
-  KILN_REQUIRE_CLOSE(xf.grad(), reference_grad(s, 1.0), 1e-5, 1e-5);
+  for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+    INFO("logits " << dtype);
+    const auto xb = s.logits.to(dtype).requires_grad_(true);
+    const auto xf = s.logits.clone().requires_grad_(true);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, dtype);
+    const auto loss_f = kiln::ops::cross_entropy(xf, s.target);
+    const auto loss_b = kiln::ops::cross_entropy(xb, s.target);
+    const auto forward_b = kiln::ops::cross_entropy_forward(xb, s.target);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    at::autocast::clear_cache();
+    REQUIRE(loss_f.scalar_type() == at::kFloat);
+    REQUIRE(loss_b.scalar_type() == at::kFloat);
+    REQUIRE(std::get<0>(forward_b).scalar_type() == at::kFloat);
+    KILN_REQUIRE_CLOSE(loss_f, reference_loss(s), 1e-5, 1e-5);
+    // The float32 loss of the rounded logits, exactly as computed outside autocast.
+    KILN_REQUIRE_CLOSE(loss_b, kiln::ops::cross_entropy(xb.detach().to(at::kFloat), s.target), 0, 0);
+    // A gradient of 2^16 (GradScaler's first scale) must reach the logits finite:
+    // past float16's largest value (65504) only when the loss is float16.
+    (65536.0 * loss_b + loss_f).backward();
+    REQUIRE(xb.grad().scalar_type() == dtype);
+    REQUIRE(xb.grad().isfinite().all().item<bool>());
+    const auto tol = tolerance_for(dtype);
+    KILN_REQUIRE_CLOSE(xb.grad().to(at::kFloat) / 65536.0,
+                       reference_grad({xb.detach(), s.target}, 1.0).to(at::kFloat), tol.rtol, tol.atol);
+    KILN_REQUIRE_CLOSE(xf.grad(), reference_grad(s, 1.0), 1e-5, 1e-5);
+  }
 }
 
 TEST_CASE("cross_entropy works without grad and in inference mode", "[ops][cross_entropy]") {

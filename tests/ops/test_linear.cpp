@@ -361,6 +361,42 @@ TEST_CASE("linear on CUDA matches CPU for every dtype", "[ops][linear][cuda]") {
   }
 }
 
+namespace {
+// `t` copied into a CUDA buffer one element past an aligned start: contiguous, but
+// its address is only element-size aligned (2 bytes for the half types).
+at::Tensor misaligned_cuda(const at::Tensor& t) {
+  auto buffer = at::empty({t.numel() + 1}, t.options().device(at::kCUDA));
+  return buffer.narrow(0, 1, t.numel()).view(t.sizes()).copy_(t);
+}
+}  // namespace
+
+TEST_CASE("linear on CUDA with misaligned operands and bias, and a split-K shape, matches CPU",
+          "[ops][linear][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  // cuBLASLt's preference has no bias alignment: the bias must lower the output's,
+  // else a vector load of a misaligned bias can fault. K = 8192 with B = N = 16
+  // invites split-K, whose partial sums must be reduced in float.
+  for (const auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    for (const Shape s : {Shape{16, 64, 64}, Shape{16, 8192, 16}}) {
+      INFO("dtype " << dtype << ", B " << s.B << ", K " << s.K << ", N " << s.N);
+      const auto in = sample(s, dtype);
+      const auto expected = reference(in.x, in.w, in.b);
+      const auto tol = tolerance(dtype, s.K);
+      for (const bool shift_x : {false, true}) {
+        const auto x = shift_x ? misaligned_cuda(in.x) : in.x.cuda();
+        const auto w = in.w.cuda(), b = misaligned_cuda(in.b);
+        REQUIRE(reinterpret_cast<uintptr_t>(b.const_data_ptr()) % 16 != 0);
+        const auto y = kiln::ops::linear(x, w, b);
+        const auto [g, z] = kiln::ops::linear_gelu_forward(x, w, b);
+        KILN_REQUIRE_CLOSE(y.cpu().to(at::kDouble), expected, tol.rtol, tol.atol);
+        KILN_REQUIRE_CLOSE(z.cpu().to(at::kDouble), expected, tol.rtol, tol.atol);
+        REQUIRE(g.isfinite().all().item<bool>());
+      }
+    }
+  }
+  torch::cuda::synchronize();  // a fault in the launches above surfaces here at the latest
+}
+
 TEST_CASE("under CPU autocast linear and linear_gelu run in bfloat16", "[ops][linear][autocast]") {
   const auto x = at::randn({8, 16}), w = at::randn({4, 16}), b = at::randn({4});
   at::autocast::set_autocast_enabled(at::kCPU, true);

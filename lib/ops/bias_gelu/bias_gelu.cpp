@@ -83,11 +83,6 @@ TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
   m.impl("bias_gelu_backward", bias_gelu_backward_autograd);
 }
 
-TORCH_LIBRARY_IMPL(kiln, AutocastCPU, m) {
-  m.impl("bias_gelu", bias_gelu_autocast<c10::DeviceType::CPU>);
-}
-TORCH_LIBRARY_IMPL(kiln, AutocastCUDA, m) {
-  m.impl("bias_gelu", bias_gelu_autocast<c10::DeviceType::CUDA>);
-}
+KILN_AUTOCAST_KERNELS("bias_gelu", bias_gelu_autocast)
 
 }  // namespace kiln::ops

@@ -2,9 +2,11 @@
 // a torch::autograd::Function whose forward runs cross_entropy_forward below
 // autograd and saves (logits, target, lse), and whose backward calls
 // cross_entropy_backward — so one kernel serves every device, with or without grad.
+// Under autocast it runs in float32, as ATen's cross-entropy does.
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "../autocast.h"
 #include "../ops.h"
 
 namespace kiln::ops {
@@ -34,10 +36,31 @@ at::Tensor cross_entropy_composite(const at::Tensor& logits, const at::Tensor& t
   return CrossEntropyFunction::apply(logits, target);
 }
 
+// Autocast policy "float32" (ATen's for its losses): lower-precision logits are
+// cast to float32 and the loss comes back in float32. A float16 loss breaks fp16
+// training: GradScaler multiplies the loss by 2^16, and the gradient flowing back
+// into a float16 loss is that scale, 65536, past float16's largest value (65504) —
+// every first step (and every step after the scale grows) would see inf and be
+// skipped. float32 also keeps the log-sum-exp's digits.
+template <c10::DeviceType D>
+at::Tensor cross_entropy_autocast(const at::Tensor& logits, const at::Tensor& target) {
+  autocast::Below<D> below;
+  return kiln::ops::cross_entropy(autocast::cast<D>(logits, at::kFloat), target);
+}
+template <c10::DeviceType D>
+std::tuple<at::Tensor, at::Tensor> cross_entropy_forward_autocast(const at::Tensor& logits,
+                                                                  const at::Tensor& target) {
+  autocast::Below<D> below;
+  return kiln::ops::cross_entropy_forward(autocast::cast<D>(logits, at::kFloat), target);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(kiln, CompositeImplicitAutograd, m) {
   m.impl("cross_entropy", cross_entropy_composite);
 }
+
+KILN_AUTOCAST_KERNELS("cross_entropy", cross_entropy_autocast)
+KILN_AUTOCAST_KERNELS("cross_entropy_forward", cross_entropy_forward_autocast)
 
 }  // namespace kiln::ops

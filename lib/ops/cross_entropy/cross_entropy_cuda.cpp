@@ -14,8 +14,10 @@ namespace {
 
 std::tuple<at::Tensor, at::Tensor> cross_entropy_forward_cuda(const at::Tensor& logits,
                                                               const at::Tensor& target) {
-  const c10::cuda::CUDAGuard device_guard(logits.device());
+  // The checks first: CPU logits beside a CUDA target reach this kernel, and a
+  // guard built on the CPU device would throw c10's error instead of kiln's.
   const auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
+  const c10::cuda::CUDAGuard device_guard(logits.device());
   const auto acc = logits.options().dtype(cross_entropy_acc_dtype(logits));
   auto lse = at::empty({a.rows}, acc), nll = at::empty({a.rows}, acc);
   auto loss = at::empty({}, logits.options());
@@ -29,9 +31,9 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy_forward_cuda(const at::Tensor& 
 at::Tensor cross_entropy_backward_cuda(const at::Tensor& grad, const at::Tensor& logits,
                                        const at::Tensor& target, const at::Tensor& lse) {
   const char* op = "kiln::cross_entropy_backward";
-  const c10::cuda::CUDAGuard device_guard(logits.device());
   const auto a = cross_entropy_args(op, logits, target);
   check_cross_entropy_backward(op, grad, lse, a);
+  const c10::cuda::CUDAGuard device_guard(logits.device());
   auto out = at::empty_like(a.logits, at::MemoryFormat::Contiguous);
   if (a.rows == 0) return out;
   const auto gc = grad.contiguous(), lc = lse.contiguous();

@@ -137,6 +137,15 @@ at::Tensor lower_precision(const at::Tensor& x, const at::Tensor& w, const OptTe
   return Fn(autocast::cast<D>(x, dtype), autocast::cast<D>(w, dtype), autocast::cast<D>(b, dtype));
 }
 
+template <c10::DeviceType D>
+at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  return lower_precision<D, &kiln::ops::linear>(x, w, b);
+}
+template <c10::DeviceType D>
+at::Tensor linear_gelu_autocast(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  return lower_precision<D, &kiln::ops::linear_gelu>(x, w, b);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
@@ -145,14 +154,7 @@ TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
   m.impl("linear_backward", linear_backward_autograd);
 }
 
-TORCH_LIBRARY_IMPL(kiln, AutocastCPU, m) {
-  m.impl("linear", lower_precision<c10::DeviceType::CPU, &kiln::ops::linear>);
-  m.impl("linear_gelu", lower_precision<c10::DeviceType::CPU, &kiln::ops::linear_gelu>);
-}
-
-TORCH_LIBRARY_IMPL(kiln, AutocastCUDA, m) {
-  m.impl("linear", lower_precision<c10::DeviceType::CUDA, &kiln::ops::linear>);
-  m.impl("linear_gelu", lower_precision<c10::DeviceType::CUDA, &kiln::ops::linear_gelu>);
-}
+KILN_AUTOCAST_KERNELS("linear", linear_autocast)
+KILN_AUTOCAST_KERNELS("linear_gelu", linear_gelu_autocast)
 
 }  // namespace kiln::ops

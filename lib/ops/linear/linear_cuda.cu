@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -119,11 +120,20 @@ bool lt_linear(const LtLinear& p) {
   set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_size);
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(p.a.data));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(p.b.data));
-  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(p.d));
-  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(p.d));
+  // The epilogue reads the bias and writes the GELU input with the output's vector
+  // width, and the preference has no alignment of its own for them: a bias (or aux)
+  // less aligned than d must lower d's, or a kernel may load it misaligned and
+  // fault, killing the CUDA context. ATen folds the bias in the same way.
+  uint32_t d_align = alignment(p.d);
+  if (p.bias) d_align = std::min(d_align, alignment(p.bias));
+  if (p.aux) d_align = std::min(d_align, alignment(p.aux));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d_align);
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d_align);
   if (p.dtype != DType::kFloat) {
-    // Split-K partial sums are reduced in float, never in the half-precision output type.
-    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_INPLACE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    // Split-K partial sums are reduced in the compute type (float) only: the
+    // INPLACE and OUTPUT_TYPE schemes sum them in the output type, float16 or
+    // bfloat16, and lose digits. No split-K (scheme NONE, 0) stays allowed.
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     set_pref(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, schemes);
   }
 
@@ -132,9 +142,9 @@ bool lt_linear(const LtLinear& p) {
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       p.handle, raw_desc, a_desc.get(), b_desc.get(), d_desc.get(), d_desc.get(), raw_pref, 1,
       &heuristic, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
-    return false;
-  check(status, op, "cublasLtMatmulAlgoGetHeuristic");
+  // No algorithm, for whatever reason (not supported, an alignment or layout it
+  // refuses, an invalid value): ATen's path computes it instead.
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0) return false;
 
   const float alpha = 1.0f, beta = 0.0f;
   check(cublasLtMatmul(p.handle, raw_desc, &alpha, p.a.data, a_desc.get(), p.b.data, b_desc.get(),

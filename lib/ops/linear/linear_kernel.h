@@ -44,8 +44,9 @@ struct LtLinear {
 
 /// Enqueues p as one cublasLtMatmul on p.stream and returns true; returns false,
 /// enqueuing nothing, when cuBLASLt cannot do it (float64, an aux ld that is not a
-/// multiple of 8, no algorithm for these shapes and alignments): the caller falls
-/// back. Any other cuBLASLt failure throws, naming the call.
+/// multiple of 8, any heuristic status but success or no algorithm for these shapes
+/// and alignments — the bias's and aux's included): the caller falls back. A
+/// failure to build the descriptors or of the matmul itself throws, naming the call.
 bool lt_linear(const LtLinear& p);
 
 }  // namespace kiln::ops::cuda

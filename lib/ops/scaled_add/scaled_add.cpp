@@ -86,11 +86,6 @@ TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
   m.impl("scaled_add_backward", scaled_add_backward_autograd);
 }
 
-TORCH_LIBRARY_IMPL(kiln, AutocastCPU, m) {
-  m.impl("scaled_add", &scaled_add_autocast<c10::DeviceType::CPU>);
-}
-TORCH_LIBRARY_IMPL(kiln, AutocastCUDA, m) {
-  m.impl("scaled_add", &scaled_add_autocast<c10::DeviceType::CUDA>);
-}
+KILN_AUTOCAST_KERNELS("scaled_add", scaled_add_autocast)
 
 }  // namespace kiln::ops
