@@ -2,7 +2,6 @@
 // an existing run, and hands typed options to lib/train.
 #include "train_command.h"
 
-#include <torch/cuda.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -12,6 +11,7 @@
 
 #include "config.h"
 #include "console.h"
+#include "train/device.h"
 #include "train/interrupt.h"
 #include "train/trainer.h"
 
@@ -100,11 +100,12 @@ int run_train(const TrainCommand& cmd) {
   }
   for (const auto& o : cmd.overrides) apply_override(config, o);
   validate(config);
-  if (config.train.device != "cpu" && !torch::cuda::is_available()) {
+  try {  // the device exists (lib/train resolves it again when the run starts)
+    train::resolve_device(config.train.device);
+  } catch (const InputError& e) {
     const auto it = config.origin.find("train.device");
-    throw ConfigError((it == config.origin.end() ? std::string("default") : it->second) +
-                      ": train.device: expected cpu (no CUDA device is visible), found \"" +
-                      config.train.device + "\"");
+    throw ConfigError((it == config.origin.end() ? std::string("default") : it->second) + ": " +
+                      e.what());
   }
   const std::string resolved = to_toml(config);
   if (cmd.print_config) {

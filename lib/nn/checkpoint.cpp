@@ -31,19 +31,21 @@ void set_generator_state(at::Generator g, const at::Tensor& state) {
 }
 
 // The generators a segment can draw from — the CPU one and the default generator of
-// each CUDA device among its inputs (Python's checkpoint picks the same) — with
-// their states at one moment.
+// each other device among its inputs (Python's checkpoint picks the CUDA ones the
+// same way) — with their states at one moment. A backend whose default generator
+// is the CPU's (a test device) adds no second copy.
 struct RngState {
   std::vector<std::pair<at::Generator, at::Tensor>> states;
 
   static RngState capture(at::TensorList inputs) {
     std::vector<at::Generator> generators = {at::detail::getDefaultCPUGenerator()};
-    std::vector<at::DeviceIndex> cuda_devices;
+    std::vector<at::Device> devices;
     for (const auto& t : inputs) {
-      if (!t.is_cuda() || std::count(cuda_devices.begin(), cuda_devices.end(), t.get_device())) continue;
-      cuda_devices.push_back(t.get_device());
-      // Through the CUDA hooks, so CPU-only builds link and never reach it.
-      generators.push_back(at::globalContext().defaultGenerator(t.device()));
+      if (t.is_cpu() || std::count(devices.begin(), devices.end(), t.device())) continue;
+      devices.push_back(t.device());
+      // Through the device's hooks, so CPU-only builds link and never reach CUDA.
+      auto g = at::globalContext().defaultGenerator(t.device());
+      if (!std::count(generators.begin(), generators.end(), g)) generators.push_back(std::move(g));
     }
     return of(generators);
   }
@@ -71,8 +73,10 @@ struct RestoreRngOnExit {
   ~RestoreRngOnExit() { state.restore(); }
 };
 
-// Autocast's thread-local state for the device types kiln runs on.
-constexpr std::array<at::DeviceType, 2> kAutocastDevices = {at::kCPU, at::kCUDA};
+// Autocast's thread-local state for the device types kiln runs on: CPU, CUDA and
+// a PrivateUse1 backend (the fake accelerator of the tests stands there).
+constexpr std::array<at::DeviceType, 3> kAutocastDevices = {at::kCPU, at::kCUDA,
+                                                           at::kPrivateUse1};
 
 struct AutocastState {
   std::array<bool, kAutocastDevices.size()> enabled{};

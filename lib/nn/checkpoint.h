@@ -19,10 +19,10 @@ using CheckpointTensorFn = std::function<at::Tensor(const at::Tensor&)>;
 ///
 /// What is recorded in forward and restored for the recomputation, so it computes
 /// the same values (dropout draws the same masks):
-/// - the CPU generator's state, and the CUDA generator state of each CUDA device an
-///   input lives on; after the recomputation the generators are put back where they
+/// - the CPU generator's state, and the default generator state of each other
+///   device (CUDA) an input lives on; after the recomputation the generators are put back where they
 ///   were, so the random stream of training is the same with and without checkpointing;
-/// - the autocast state (enabled, lower-precision dtype) of CPU and CUDA.
+/// - the autocast state (enabled, lower-precision dtype) of CPU, CUDA and PrivateUse1.
 ///
 /// This is the *reentrant* form (Python's `use_reentrant=True`): backward calls
 /// torch::autograd::backward on the recomputed graph from inside the outer backward.

@@ -21,7 +21,8 @@ AutocastGuard::AutocastGuard(at::DeviceType device, at::ScalarType dtype, bool e
       previous_enabled_(at::autocast::is_autocast_enabled(device)),
       previous_dtype_(at::autocast::get_autocast_dtype(device)) {
   TORCH_CHECK(at::autocast::is_autocast_available(device),
-              "AutocastGuard: expected a device type with autocast (cpu, cuda), got ", device);
+              "AutocastGuard: expected a device type with autocast (cpu, cuda, privateuseone), got ",
+              device);
   TORCH_CHECK(!enabled || dtype == at::kHalf || dtype == at::kBFloat16,
               "AutocastGuard: expected dtype float16 or bfloat16, got ", dtype);
   at::autocast::set_autocast_enabled(device, enabled);
@@ -38,8 +39,9 @@ AutocastGuard::~AutocastGuard() {
 }
 
 PrecisionPlan precision_plan(const std::string& name, at::DeviceType device) {
-  TORCH_CHECK(device == at::kCPU || device == at::kCUDA,
-              "precision_plan: expected a cpu or cuda device, got ", device);
+  TORCH_CHECK(at::autocast::is_autocast_available(device),
+              "precision_plan: expected a device type with autocast (cpu, cuda, privateuseone), got ",
+              device);
   if (name == "fp32") return {name, false, at::kFloat, false};
   if (name == "bf16") return {name, true, at::kBFloat16, false};
   if (name == "fp16") return {name, true, at::kHalf, true};

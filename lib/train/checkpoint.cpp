@@ -100,15 +100,26 @@ TrainerState read_trainer_state(InputArchive& ar, const std::string& file) {
   TrainerState s;
   s.position = {read_int("step"), read_int("epoch"), read_int("batch"),
                 static_cast<uint64_t>(read_int("shuffle_seed"))};
+  // A state a generator would refuse is refused now, on a clone of that generator,
+  // before the model, the optimizer or any generator changes.
+  const auto check_state = [&](const at::Generator& gen, const std::string& key,
+                               const at::Tensor& state) {
+    try {
+      set_rng_state(gen.clone(), state);
+    } catch (const c10::Error& e) {
+      throw InputError(c10::str(file, ": ", key, ": ", e.what_without_backtrace()));
+    }
+  };
   s.rng_cpu = read_tensor("rng_cpu");
-  try {  // a state the generator would refuse, refused now, before anything changes
-    set_rng_state(at::detail::createCPUGenerator(), s.rng_cpu);
-  } catch (const c10::Error& e) {
-    throw InputError(c10::str(file, ": rng_cpu: ", e.what_without_backtrace()));
-  }
+  check_state(cpu_generator(), "rng_cpu", s.rng_cpu);
   const int64_t saved = read_int("rng_cuda_devices");
-  for (int64_t d = 0; d < std::min(saved, cuda_devices()); ++d)
-    s.rng_cuda.push_back(read_tensor("rng_cuda_" + std::to_string(d)));
+  if (saved < 0)
+    throw InputError(c10::str(file, ": rng_cuda_devices: expected a count >= 0, found ", saved));
+  for (int64_t d = 0; d < std::min(saved, cuda_devices()); ++d) {
+    const std::string key = "rng_cuda_" + std::to_string(d);
+    s.rng_cuda.push_back(read_tensor(key));
+    check_state(cuda_generator(d), key, s.rng_cuda.back());
+  }
   return s;
 }
 

@@ -75,7 +75,8 @@ void register_optimizer_state(F tensors) {
 /// forward ends; other threads' allocations in between count too). CUDA: the
 /// allocator's peak since construction (it resets the peak) minus what was
 /// allocated at construction, which also catches backward's transient buffers
-/// ("cuda" without an index means cuda:0).
+/// ("cuda" without an index means cuda:0). Another device type (a PrivateUse1
+/// backend): 0, nothing measured.
 /// Example: ActivationProbe probe(device); auto loss = f(x); probe.forward_done(); loss.backward(); probe.bytes();
 class ActivationProbe {
  public:

@@ -16,6 +16,7 @@
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "train/amp.h"
+#include "train/device.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "util/error.h"
@@ -95,7 +96,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     : spec_(spec),
       opt_(spec.train),
       observer_(observer),
-      device_(spec.train.device()),
+      device_(resolve_device(spec.train.device())),
       plan_(precision_plan(spec.train.precision(), device_.type())),
       scaler_(GradScalerOptions().enabled(plan_.loss_scaling)) {
   if (opt_.threads() > 0) at::set_num_threads(static_cast<int>(opt_.threads()));
@@ -115,8 +116,8 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   const auto norm = data::pixel_statistics(train_set.images);
   x_train_ = data::normalize_images(train_set.images, norm).to(device_);  // (N, 784)
   y_train_ = train_set.labels.to(device_);                                // (N)
-  x_test_ = data::normalize_images(test_set.images, norm);
-  y_test_ = test_set.labels;
+  x_test_ = data::normalize_images(test_set.images, norm).to(device_);
+  y_test_ = test_set.labels.to(device_);
   loader_.emplace(x_train_, y_train_, opt_.batch_size(), /*shuffle=*/true, opt_.seed());
   batches_ = loader_->size();
   total_steps_ = opt_.epochs() * batches_;

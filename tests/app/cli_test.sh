@@ -35,8 +35,12 @@ expect 2 "nope.toml: cannot read the config file" -- train "$tmp/nope.toml"
 expect 2 "\-\-set train.epochs=x: \[train\] epochs: expected an integer" -- train configs/tiny.toml --set train.epochs=x
 expect 2 "\-\-set: train.batch_size: expected an integer > 0, found -1" -- train configs/tiny.toml --set train.batch_size=-1
 if ! command -v nvidia-smi >/dev/null; then
-  expect 2 "train.device: expected cpu \(no CUDA device is visible\), found \"cuda\"" -- train configs/tiny.toml --set train.device=cuda
+  expect 2 "train.device: expected cpu \(no cuda device is visible\), found \"cuda\"" -- train configs/tiny.toml --set train.device=cuda
+  expect 2 "train.device: expected cpu \(no cuda device is visible\), found \"cuda:1\"" -- train configs/tiny.toml --set train.device=cuda:1
+else
+  expect 2 "train.device: expected cuda:0.* visible\), found \"cuda:99\"" -- train configs/tiny.toml --set train.device=cuda:99
 fi
+expect 2 "train.device: expected cpu, cuda or cuda:N, found \"cuda:x\"" -- train configs/tiny.toml --set train.device=cuda:x
 expect 2 "/nonexistent: data.root: expected a directory" -- train configs/tiny.toml --set data.root=/nonexistent --run-dir "$tmp/nodata"
 
 # A good tiny run, then the same directory again without --resume.

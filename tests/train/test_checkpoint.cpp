@@ -1,10 +1,12 @@
 // Checkpoints: a full round trip (model, optimizer, extra part, RNG, position);
 // damaged or mismatched checkpoints refused with the model untouched; retention;
 // leftovers of a crash; what --resume names.
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "nn/mlp.h"
@@ -348,4 +350,60 @@ TEST_CASE("a CUDA model and the CUDA RNG round-trip through a checkpoint",
   b.checkpointer.load(saved);
   REQUIRE(torch::equal(torch::rand({4}, torch::kCUDA), next));
   require_equal(b.params(), a.params());
+}
+
+namespace {
+// A trainer.pt for step 1 with the given CPU state and one CUDA device's state.
+std::string trainer_state_bytes(const torch::Tensor& rng_cpu, const torch::Tensor& rng_cuda_0) {
+  torch::serialize::OutputArchive ar;
+  ar.write("step", c10::IValue(int64_t{1}));
+  ar.write("epoch", c10::IValue(int64_t{0}));
+  ar.write("batch", c10::IValue(int64_t{1}));
+  ar.write("shuffle_seed", c10::IValue(int64_t{0}));
+  ar.write("rng_cpu", rng_cpu);
+  ar.write("rng_cuda_devices", c10::IValue(int64_t{1}));
+  ar.write("rng_cuda_0", rng_cuda_0);
+  std::ostringstream out;
+  ar.save_to(out);
+  return out.str();
+}
+}  // namespace
+
+TEST_CASE("an RNG state its generator would refuse is refused before the run changes",
+          "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  Setup a(dir / "run", 1);
+  a.train_steps(1);
+  const auto saved = a.checkpointer.save({1, 0, 1, 0}, "cfg");
+  const auto bad = torch::zeros({3}, torch::kByte);
+  const auto good_cpu = at::detail::getDefaultCPUGenerator().get_state();
+  Setup b(dir / "run", 2);
+  const auto before = b.params();
+  rewrite(saved, "trainer.pt", trainer_state_bytes(bad, bad));
+  REQUIRE_THAT(load_error(b, saved), Contains(saved + "/trainer.pt: rng_cpu:"));
+  require_equal(b.params(), before);
+  if (!torch::cuda::is_available()) {
+    // A checkpoint written on CUDA resumes on a machine without: its CUDA states
+    // are neither restored nor checked.
+    rewrite(saved, "trainer.pt", trainer_state_bytes(good_cpu, bad));
+    REQUIRE_NOTHROW(b.checkpointer.load(saved));
+    require_equal(b.params(), a.params());
+  }
+}
+
+TEST_CASE("a CUDA RNG state its generator would refuse is refused before the run changes",
+          "[train][checkpoint][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  kiln::test::TempDir dir;
+  Setup a(dir / "run", 1);
+  const auto saved = a.checkpointer.save({1, 0, 1, 0}, "cfg");
+  rewrite(saved, "trainer.pt", trainer_state_bytes(at::detail::getDefaultCPUGenerator().get_state(),
+                                                   torch::zeros({3}, torch::kByte)));
+  Setup b(dir / "run", 2);
+  const auto before = b.params();
+  const auto cpu_rng = at::detail::getDefaultCPUGenerator().get_state();
+  REQUIRE_THAT(load_error(b, saved), Contains(saved + "/trainer.pt: rng_cuda_0:"));
+  require_equal(b.params(), before);
+  // Nothing was applied: neither the CPU generator (checked first) nor the model.
+  REQUIRE(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), cpu_rng));
 }
