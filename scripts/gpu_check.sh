@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with a GPU, builds kiln against the torch of that
-# machine's Python, runs the whole test suite (the CUDA tests included) and the
-# CUDA op, optimizer and activation-checkpointing memory benchmarks, and writes
-# every figure under OUTDIR (default gpu-results/).
+# machine's Python, runs the whole test suite (the CUDA tests included), trains with
+# `kiln train` on CUDA (fp32, bf16, fp16, a resume on CUDA, a CUDA checkpoint resumed
+# on the CPU, the default config), runs the CUDA op, optimizer and
+# activation-checkpointing memory benchmarks, and writes every figure under OUTDIR
+# (default gpu-results/; summary.txt has each training run's last metrics line).
 #
 #   scripts/gpu_check.sh [OUTDIR]
 #
 # Such a machine may reach no registry: the headers kiln builds with travel in
 # .kiln-bundle/ (make it here with `scripts/setup --bundle .kiln-bundle`; it is
-# git-ignored, so pass it to the device tool's `carry`). Environment:
+# git-ignored, so pass it to the device tool's `carry`), with a copy of
+# Fashion-MNIST for the tests and the training runs. Environment:
 #   KILN_PYTHON   the python whose torch to build against (default python3)
 #   KILN_ARCHS    CUDA architectures (default 90, the H200)
 #   KILN_BENCH_SIZES  log2 sizes for the benchmarks (default 16,20,24,26)
@@ -41,9 +44,53 @@ cmake --build "$build" --parallel "$(nproc)" > "$out/build.log" 2>&1 \
   || { grep -E "error" -A5 "$out/build.log" | head -60; fail "build" "see $out/build.log"; }
 echo "build: $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
 
+# Fashion-MNIST where kiln and its tests look for it; from the bundle when the
+# machine lacks the Debian package (a link if /usr/share is writable, else the
+# training runs name the bundle's copy and the tests that need the data fail).
+data_root=/usr/share/datasets/fashion-mnist
+if [[ ! -f "$data_root/train-images-idx3-ubyte.gz" && -d "$bundle/fashion-mnist" ]]; then
+  { mkdir -p "$(dirname "$data_root")" && ln -sfn "$bundle/fashion-mnist" "$data_root"; } 2>/dev/null \
+    || data_root="$bundle/fashion-mnist"
+fi
+echo "data: $data_root" | tee -a "$out/summary.txt"
+
 (cd "$build" && ctest --output-on-failure -j 4 > "$out/ctest.txt" 2>&1)
 tests_rc=$?
 grep -E "tests passed|tests failed|Skipped|\\*\\*\\*Failed" "$out/ctest.txt" | tee -a "$out/summary.txt"
+
+# --- kiln train on CUDA ----------------------------------------------------------
+# train LABEL RUN_DIR ARGS…: one `kiln train`, its console in train_LABEL.txt, and in
+# the summary its exit code, its result lines and the last line of its metrics.jsonl.
+runs="$out/runs"
+rm -rf "$runs" && mkdir -p "$runs"
+train_rc=0
+train() {
+  local label="$1" dir="$2"; shift 2
+  (cd "$root" && "$build/bin/kiln" train "$@" --set data.root="$data_root") \
+    > "$out/train_$label.txt" 2>&1
+  local rc=$?
+  ((rc == 0)) || train_rc=1
+  {
+    echo "train $label: exit $rc"
+    grep -E "test accuracy|stopped after|resumed at|skipped|error" "$out/train_$label.txt" | sed 's/^/  /'
+    echo "  last metrics: $(tail -1 "$dir/metrics.jsonl" 2>/dev/null)"
+  } | tee -a "$out/summary.txt"
+}
+for precision in fp32 bf16 fp16; do
+  train "tiny_$precision" "$runs/tiny_$precision" configs/tiny.toml --run-dir "$runs/tiny_$precision" \
+    --set train.device=cuda --set train.precision=$precision
+done
+# Stopped after 10 steps on CUDA, then resumed on CUDA to the end of the epoch.
+train resume_cuda_first "$runs/resume_cuda" configs/tiny.toml --run-dir "$runs/resume_cuda" \
+  --set train.device=cuda --set train.max_steps=10
+train resume_cuda "$runs/resume_cuda" --resume "$runs/resume_cuda" --set train.max_steps=0
+# A checkpoint written on CUDA (fp16, with its loss scale) continued on the CPU.
+train cuda_to_cpu_first "$runs/cuda_to_cpu" configs/tiny.toml --run-dir "$runs/cuda_to_cpu" \
+  --set train.device=cuda --set train.precision=fp16 --set train.max_steps=10
+train cuda_to_cpu "$runs/cuda_to_cpu" --resume "$runs/cuda_to_cpu" --set train.device=cpu \
+  --set train.precision=fp32 --set train.max_steps=0
+# The default config (784-512-256-10, 10 epochs) on CUDA: its test accuracy.
+train default_cuda "$runs/default_cuda" --run-dir "$runs/default_cuda" --set train.device=cuda
 
 "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
     --dtypes float32,float16,bfloat16 --rounds 5 --min-ms 5 \
@@ -61,5 +108,5 @@ cat "$out/bench_memory_cuda.txt"
 "$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 20 \
     --json "$out/bench_optim_cuda.json" > "$out/bench_optim_cuda.txt" 2>&1 || bench_rc=1
 cat "$out/bench_optim_cuda.txt"
-echo "tests rc $tests_rc, benchmarks rc $bench_rc" | tee -a "$out/summary.txt"
-exit $(( tests_rc || bench_rc ))
+echo "tests rc $tests_rc, training rc $train_rc, benchmarks rc $bench_rc" | tee -a "$out/summary.txt"
+exit $(( tests_rc || train_rc || bench_rc ))
