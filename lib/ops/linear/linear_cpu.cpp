@@ -1,5 +1,8 @@
-// CPU kernels of kiln::linear, linear_gelu, linear_gelu_forward and
-// linear_backward: the checks, then ATen's addmm / mm (MKL or oneDNN) and at::gelu.
+// CPU and Meta kernels of kiln::linear, linear_gelu, linear_gelu_forward and
+// linear_backward: the checks, then ATen's addmm / mm (MKL or oneDNN) and the GELU.
+// The same functions serve Meta: at::addmm, at::mm and at::sum have Meta kernels of
+// their own, so on meta tensors they give the CPU outputs' shapes, strides and dtypes
+// without data.
 #include <torch/library.h>
 
 #include "linear_aten.h"
@@ -37,6 +40,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(const at::Ten
 }  // namespace
 
 TORCH_LIBRARY_IMPL(kiln, CPU, m) {
+  m.impl("linear", linear_cpu);
+  m.impl("linear_gelu", linear_gelu_cpu);
+  m.impl("linear_gelu_forward", linear_gelu_forward_cpu);
+  m.impl("linear_backward", linear_backward_cpu);
+}
+
+TORCH_LIBRARY_IMPL(kiln, Meta, m) {
   m.impl("linear", linear_cpu);
   m.impl("linear_gelu", linear_gelu_cpu);
   m.impl("linear_gelu_forward", linear_gelu_forward_cpu);
