@@ -5,6 +5,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "ops/cpu_capability.h"
 #include "ops/cross_entropy/cross_entropy_kernel.h"
 #include "ops/op_support.h"
@@ -98,11 +100,17 @@ TEST_CASE("every compiled CPU capability gives the same cross entropy", "[ops][c
     for (const auto dtype : kFloatingDtypes) {
       INFO("capability " << name << ", dtype " << dtype);
       const auto s = sample(9, 1037, dtype);
-      auto lse = at::empty({9}, lse_dtype(dtype)), nll = at::empty({9}, lse_dtype(dtype));
+      // NaN first, so that a row the kernel does not write fails.
+      auto lse = at::full({9}, NAN, lse_dtype(dtype)), nll = at::full({9}, NAN, lse_dtype(dtype));
       fn(kernel_dtype(s.logits), s.logits.const_data_ptr(), s.target.const_data_ptr<int64_t>(),
          lse.data_ptr(), nll.data_ptr(), 9, 1037);
       const auto tol = tolerance_for(lse_dtype(dtype));
       KILN_REQUIRE_CLOSE(lse, at::logsumexp(s.logits.to(at::kDouble), 1), tol.rtol, tol.atol);
+      // nll[r] = lse[r] − logits[r, target[r]]: ATen's unreduced loss of each row.
+      KILN_REQUIRE_CLOSE(nll,
+                         at::cross_entropy_loss(s.logits.to(at::kDouble), s.target, {},
+                                                at::Reduction::None),
+                         tol.rtol, tol.atol);
     }
   }
 }
