@@ -1,10 +1,12 @@
 // Config parsing with toml++. Each key is declared once, in for_each_key(), and
 // that one table drives parsing, overrides, validation messages, the resolved TOML
-// and the help text, so they cannot drift apart.
+// and the help text, so they cannot drift apart. [optim] holds an OptimizerSpec:
+// its unset keys stay unset, and their defaults are read from lib/optim.
 #include "config.h"
 
 #include <toml++/toml.h>
 
+#include "data/fashion_mnist.h"
 #include "nn/factory.h"
 #include "optim/factory.h"
 #include "optim/schedule.h"
@@ -12,6 +14,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -36,14 +39,15 @@ void for_each_key(C& c, V&& v) {
   v("model", "checkpoint_every", c.model.checkpoint_every,
     "deep_mlp: layers per activation-checkpointed segment; 0 = off");
   v("optim", "name", c.optim.name, "optimizer: adamw, sgd, lion or muon");
-  v("optim", "lr", c.optim.lr, "peak learning rate");
-  v("optim", "weight_decay", c.optim.weight_decay, "decoupled weight decay");
-  v("optim", "beta1", c.optim.beta1, "adamw, lion: first-moment decay");
-  v("optim", "beta2", c.optim.beta2, "adamw, lion: second-moment decay");
-  v("optim", "eps", c.optim.eps, "adamw: denominator epsilon");
+  v("optim", "lr", c.optim.lr, "peak learning rate (muon: of the matrices)");
+  v("optim", "weight_decay", c.optim.weight_decay,
+    "weight decay: decoupled; sgd: an L2 term in the gradient");
+  v("optim", "beta1", c.optim.beta1, "adamw, lion, muon's AdamW group: first-moment decay");
+  v("optim", "beta2", c.optim.beta2, "adamw, lion, muon's AdamW group: second-moment decay");
+  v("optim", "eps", c.optim.eps, "adamw, muon's AdamW group: denominator epsilon");
   v("optim", "momentum", c.optim.momentum, "sgd, muon: momentum");
   v("optim", "nesterov", c.optim.nesterov, "sgd, muon: Nesterov momentum");
-  v("optim", "adamw_lr", c.optim.adamw_lr,
+  v("optim", "adamw_lr", c.optim.muon_adamw_lr,
     "muon: learning rate of its AdamW group (non-matrix parameters, the output head)");
   v("optim", "clip_norm", c.optim.clip_norm, "clip gradients to this global norm; 0 = off");
   v("schedule", "name", c.schedule.name, "learning-rate schedule: constant, cosine, linear or wsd");
@@ -109,6 +113,10 @@ const char* expected_name(const int64_t*) { return "an integer"; }
 const char* expected_name(const double*) { return "a number"; }
 const char* expected_name(const std::string*) { return "a string"; }
 const char* expected_name(const std::vector<int64_t>*) { return "an array of integers"; }
+template <typename T>
+const char* expected_name(const std::optional<T>*) {
+  return expected_name(static_cast<const T*>(nullptr));
+}
 
 // What a node holds, as a user would write it: `string "ten"`, `integer 3`.
 std::string describe(const toml::node& node) {
@@ -147,6 +155,13 @@ bool assign(std::vector<int64_t>& field, const toml::node& node) {
   std::vector<int64_t> out;
   for (const auto& e : *arr) out.push_back(*e.value<int64_t>());
   field = std::move(out);
+  return true;
+}
+template <typename T>
+bool assign(std::optional<T>& field, const toml::node& node) {
+  T value{};
+  if (!assign(value, node)) return false;
+  field = std::move(value);
   return true;
 }
 
@@ -199,7 +214,55 @@ std::string value_text(const T& v) {
   return s.str();
 }
 
+// A key's value as TOML text; nullopt for an optional key left unset.
+template <typename T>
+std::optional<std::string> text_of(const T& v) {
+  return value_text(v);
+}
+template <typename T>
+std::optional<std::string> text_of(const std::optional<T>& v) {
+  if (!v) return std::nullopt;
+  return value_text(*v);
+}
+
+// "section.key" → value text, for every key of `c` that holds a value.
+std::map<std::string, std::string> values_of(const Config& c) {
+  std::map<std::string, std::string> out;
+  for_each_key(c, [&](const char* s, const char* k, const auto& field, const char*) {
+    if (const auto t = text_of(field)) out[std::string(s) + "." + k] = *t;
+  });
+  return out;
+}
+
+bool known_optimizer(const std::string& name) {
+  const auto& names = optim::optimizer_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// `c` with each [optim] key its optimizer reads and `c` leaves unset at that
+// optimizer's own default (lib/optim's resolve_defaults; c.optim.name must be known).
+Config with_optimizer_defaults(Config c) {
+  static_cast<optim::OptimizerSpec&>(c.optim) = optim::resolve_defaults(c.optim);
+  return c;
+}
+
+// What an unset key means for each optimizer, for the help text:
+// "adamw 0.999, lion 0.99, muon 0.999" (empty when no optimizer reads the key).
+std::string optimizer_defaults(const std::string& key) {
+  std::string out;
+  for (const auto& name : optim::optimizer_names()) {
+    Config c;
+    c.optim.name = name;
+    const auto values = values_of(with_optimizer_defaults(c));
+    if (const auto it = values.find(key); it != values.end())
+      out += (out.empty() ? "" : ", ") + name + " " + it->second;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string default_data_root() { return data::kDefaultFashionMnistRoot; }
 
 Config parse_config(const std::string& text, const std::string& name) {
   toml::table root;
@@ -226,6 +289,10 @@ Config parse_config(const std::string& text, const std::string& name) {
 }
 
 Config load_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw ConfigError(path + ": expected a config file (TOML), found " +
+                      (std::filesystem::is_directory(path, ec) ? "a directory" : "no regular file"));
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot read the config file (no such file?)");
   std::stringstream text;
@@ -290,18 +357,27 @@ void validate(const Config& c) {
   non_negative("model.checkpoint_every", c.model.checkpoint_every);
   one_of("model.activation", c.model.activation, kiln::nn::deep_mlp_activations());
   one_of("optim.name", c.optim.name, kiln::optim::optimizer_names());
-  in_range("optim.lr", c.optim.lr, 0, true, kInf, true, "a number > 0");
-  in_range("optim.weight_decay", c.optim.weight_decay, 0, false, kInf, true, "a number >= 0");
-  in_range("optim.beta1", c.optim.beta1, 0, false, 1, true, "a number in [0, 1)");
-  in_range("optim.beta2", c.optim.beta2, 0, false, 1, true, "a number in [0, 1)");
-  in_range("optim.eps", c.optim.eps, 0, false, kInf, true, "a number >= 0");
-  in_range("optim.momentum", c.optim.momentum, 0, false, 1, true, "a number in [0, 1)");
-  in_range("optim.adamw_lr", c.optim.adamw_lr, 0, false, kInf, true, "a number >= 0");
-  in_range("optim.clip_norm", c.optim.clip_norm, 0, false, kInf, true, "a number >= 0");
+  const auto& o = c.optim;  // unset keys are the optimizer's defaults, valid by construction
+  if (o.lr) in_range("optim.lr", *o.lr, 0, true, kInf, true, "a number > 0");
+  if (o.weight_decay)
+    in_range("optim.weight_decay", *o.weight_decay, 0, false, kInf, true, "a number >= 0");
+  if (o.beta1) in_range("optim.beta1", *o.beta1, 0, false, 1, true, "a number in [0, 1)");
+  if (o.beta2) in_range("optim.beta2", *o.beta2, 0, false, 1, true, "a number in [0, 1)");
+  if (o.eps) in_range("optim.eps", *o.eps, 0, false, kInf, true, "a number >= 0");
+  if (o.momentum) in_range("optim.momentum", *o.momentum, 0, false, 1, true, "a number in [0, 1)");
+  if (o.muon_adamw_lr)
+    in_range("optim.adamw_lr", *o.muon_adamw_lr, 0, false, kInf, true, "a number >= 0");
+  in_range("optim.clip_norm", o.clip_norm, 0, false, kInf, true, "a number >= 0");
+  try {  // what only the optimizer knows (SGD's nesterov needs momentum > 0): ask it
+    optim::make_optimizer(o, {});
+  } catch (const InputError& e) {
+    throw ConfigError(e.what());
+  }
   one_of("schedule.name", c.schedule.name, kiln::optim::schedule_kinds());
   non_negative("schedule.warmup_steps", c.schedule.warmup_steps);
-  in_range("schedule.min_lr", c.schedule.min_lr, 0, false, c.optim.lr, false,
-           "a number in [0, optim.lr]");
+  const double lr = *optim::resolve_defaults(o).lr;
+  in_range("schedule.min_lr", c.schedule.min_lr, 0, false, lr, false,
+           "a number in [0, optim.lr] (" + value_text(lr) + ")");
   in_range("schedule.decay_fraction", c.schedule.decay_fraction, 0, false, 1, false,
            "a number in [0, 1]");
   positive("train.epochs", c.train.epochs);
@@ -329,6 +405,9 @@ void validate(const Config& c) {
 }
 
 std::string to_toml(const Config& c) {
+  // The value each unset key stands for with this optimizer (none where it does not read the key).
+  const auto applies =
+      known_optimizer(c.optim.name) ? values_of(with_optimizer_defaults(c)) : values_of(c);
   std::ostringstream out;
   std::string current;
   for_each_key(c, [&](const char* s, const char* k, const auto& field, const char* help) {
@@ -336,7 +415,14 @@ std::string to_toml(const Config& c) {
       out << (current.empty() ? "" : "\n") << '[' << s << "]\n";
       current = s;
     }
-    out << k << " = " << value_text(field) << "  # " << help << '\n';
+    if (const auto text = text_of(field)) {
+      out << k << " = " << *text << "  # " << help << '\n';
+    } else if (const auto it = applies.find(std::string(s) + "." + k); it != applies.end()) {
+      out << "# " << k << " = " << it->second << "  # " << help << " (unset: " << c.optim.name
+          << "'s default)\n";
+    } else {
+      out << "# " << k << " unset  # " << help << '\n';
+    }
   });
   return out.str();
 }
@@ -346,8 +432,11 @@ std::string describe_keys() {
   Config c;
   for_each_key(c, [&](const char* s, const char* k, const auto& field, const char* help) {
     std::string name = std::string(s) + "." + k;
+    const auto text = text_of(field);
+    const auto defaults = text ? *text : optimizer_defaults(name);
     name.resize(std::max<size_t>(name.size(), 24), ' ');
-    out << "  " << name << ' ' << help << " (default " << value_text(field) << ")\n";
+    out << "  " << name << ' ' << help << " (default" << (text ? " " : ": ")
+        << (defaults.empty() ? "none" : defaults) << ")\n";
   });
   return out.str();
 }

@@ -6,9 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "optim/spec.h"
 #include "util/error.h"
 
 namespace kiln::app {
+
+/// data.root's default, kiln::data::kDefaultFashionMnistRoot (defined in config.cpp,
+/// so this header stays free of torch).
+std::string default_data_root();
 
 struct Config {
   struct Run {
@@ -16,7 +21,7 @@ struct Config {
     std::string dir = "runs";
   } run;
   struct Data {
-    std::string root = "/usr/share/datasets/fashion-mnist";
+    std::string root = default_data_root();
     int64_t train_limit = 0;
     int64_t test_limit = 0;
   } data;
@@ -29,16 +34,9 @@ struct Config {
     int64_t checkpoint_every = 0;
     std::string activation = "relu";
   } model;
-  struct Optim {
-    std::string name = "adamw";
-    double lr = 1e-3;
-    double weight_decay = 1e-2;
-    double beta1 = 0.9;
-    double beta2 = 0.999;
-    double eps = 1e-8;
-    double momentum = 0.9;
-    bool nesterov = true;
-    double adamw_lr = 3e-4;
+  /// The optimizer's spec as it is (an unset key is the optimizer's own default,
+  /// never one written here), plus the gradient clipping the trainer applies.
+  struct Optim : optim::OptimizerSpec {
     double clip_norm = 0.0;
   } optim;
   struct Schedule {
@@ -91,9 +89,13 @@ Config parse_config(const std::string& text, const std::string& name);
 void apply_override(Config& config, const std::string& assignment);
 /// Checks ranges and names (optimizer, model, device) once all overrides are in.
 void validate(const Config& config);
-/// The resolved config as TOML, with each key's help as a comment.
+/// The resolved config as TOML, with each key's help as a comment. A key left unset
+/// (the optimizer's own default) is written as a comment with the value that applies,
+/// so the text reads back to the same config.
+/// Example: for lion, "# beta2 = 0.99  # … (unset: lion's default)"
 std::string to_toml(const Config& config);
-/// Every key with its default and help, for `kiln train --help`.
+/// Every key with its default and help, for `kiln train --help`; an optimizer key's
+/// default is each optimizer's own, read from lib/optim ("default: adamw 0.999, lion 0.99, …").
 std::string describe_keys();
 
 }  // namespace kiln::app

@@ -1,6 +1,7 @@
 // What `kiln train` shows on the console: a live progress bar on a terminal,
 // plain lines when the output is piped.
 #pragma once
+#include "interrupt.h"
 #include "train/trainer.h"
 
 namespace kiln::app {
@@ -13,8 +14,11 @@ class ConsoleObserver : public train::TrainObserver {
   void on_eval(const train::EvalReport& r) override;
   void on_checkpoint(const std::string& dir, int64_t step) override;
   void on_memory(const train::MemoryReport& r) override;
+  /// The first SIGINT/SIGTERM since this observer was made (its InterruptGuard).
+  int stop_requested() override { return interrupt_.requested(); }
 
  private:
+  InterruptGuard interrupt_;
   void clear_bar();
   bool live_;
   bool bar_shown_ = false;

@@ -2,7 +2,11 @@
 // an existing run, and hands typed options to lib/train.
 #include "train_command.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <csignal>
 #include <cstdio>
@@ -11,8 +15,8 @@
 
 #include "config.h"
 #include "console.h"
+#include "interrupt.h"
 #include "train/device.h"
-#include "train/interrupt.h"
 #include "train/trainer.h"
 
 namespace kiln::app {
@@ -30,19 +34,10 @@ train::RunSpec to_spec(const Config& c) {
                             .activation(c.model.activation)
                             .dropout(c.model.dropout)
                             .checkpoint_every(c.model.checkpoint_every);
-  auto& o = spec.optim;
-  o.name = c.optim.name;
-  o.lr = c.optim.lr;
-  o.weight_decay = c.optim.weight_decay;
-  o.beta1 = c.optim.beta1;
-  o.beta2 = c.optim.beta2;
-  o.eps = c.optim.eps;
-  o.momentum = c.optim.momentum;
-  o.nesterov = c.optim.nesterov;
-  o.muon_adamw_lr = c.optim.adamw_lr;
+  spec.optim = c.optim;  // unset keys stay unset: make_optimizer applies the optimizer's defaults
   spec.schedule.kind(c.schedule.name)
       .warmup_steps(c.schedule.warmup_steps)
-      .min_lr_ratio(c.schedule.min_lr / c.optim.lr)
+      .min_lr_ratio(c.schedule.min_lr / *optim::resolve_defaults(c.optim).lr)
       .decay_fraction(c.schedule.decay_fraction);
   spec.train.epochs(c.train.epochs)
       .batch_size(c.train.batch_size)
@@ -66,8 +61,28 @@ train::RunSpec to_spec(const Config& c) {
   return spec;
 }
 
-bool holds_a_run(const fs::path& dir) {
-  return fs::exists(dir / "checkpoints") || fs::exists(dir / "metrics.jsonl");
+// A run's claim on its directory: created exclusively (O_EXCL), so of two runs
+// started together on one directory exactly one gets it.
+constexpr const char* kRunMarker = ".kiln-run";
+
+// Creates `dir` (and its parents) and claims it for this run; false when another
+// run holds it already (its marker, or a run from before markers existed).
+bool claim(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError(dir.string() + ": cannot create the run directory: " + ec.message());
+  if (fs::exists(dir / "checkpoints") || fs::exists(dir / "metrics.jsonl")) return false;
+  const int fd = ::open((dir / kRunMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) return false;
+    throw InputError((dir / kRunMarker).string() + ": cannot create the run's marker: " +
+                     std::strerror(errno));
+  }
+  const std::string pid = "pid " + std::to_string(::getpid()) + "\n";
+  const bool written = ::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
+  ::close(fd);
+  if (!written) throw InputError((dir / kRunMarker).string() + ": cannot write the run's marker");
+  return true;
 }
 
 }  // namespace
@@ -113,20 +128,18 @@ int run_train(const TrainCommand& cmd) {
     return 0;
   }
 
+  // A new run claims its directory atomically (claim()); a resumed one has its own.
   if (cmd.resume_dir.empty() && !cmd.run_dir.empty()) {
     run_dir = cmd.run_dir;  // named explicitly: never reuse a directory that holds a run
-    if (holds_a_run(run_dir))
+    if (!claim(run_dir))
       throw ConfigError(run_dir.string() + ": already holds a run; continue it with --resume " +
                         run_dir.string() + ", or choose another --run-dir");
   } else if (cmd.resume_dir.empty()) {
     // run.dir/run.name, or the first free run.name-2, run.name-3, … beside it.
     run_dir = fs::path(config.run.dir) / config.run.name;
-    for (int k = 2; holds_a_run(run_dir); ++k)
+    for (int k = 2; !claim(run_dir); ++k)
       run_dir = fs::path(config.run.dir) / (config.run.name + "-" + std::to_string(k));
   }
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) throw InputError(run_dir.string() + ": cannot create the run directory: " + ec.message());
   std::printf("kiln train: run directory %s\n%s\n", run_dir.c_str(), resolved.c_str());
 
   auto spec = to_spec(config);
@@ -134,9 +147,26 @@ int run_train(const TrainCommand& cmd) {
   spec.config_toml = resolved;
   spec.resume_checkpoint = resume.checkpoint_dir;
   ConsoleObserver console(isatty(fileno(stdout)));
-  const auto result = train::train(spec, console);
+  train::TrainResult result;
+  try {
+    result = train::train(spec, console);
+  } catch (...) {
+    // A run that failed before it trained (bad data, a refused checkpoint) gives
+    // its claim back: the directory stays usable, as it was before the claim.
+    if (cmd.resume_dir.empty() && !fs::exists(run_dir / "metrics.jsonl") &&
+        !fs::exists(run_dir / "checkpoints")) {
+      std::error_code ec;
+      fs::remove(run_dir / kRunMarker, ec);
+    }
+    throw;
+  }
   if (result.resumed_from > 0)
     std::printf("resumed at step %lld\n", static_cast<long long>(result.resumed_from));
+  if (result.superseded_checkpoints > 0)
+    std::printf("set aside %lld later checkpoint(s) and their metrics lines in %s/%s/ and "
+                "*.superseded.jsonl\n",
+                static_cast<long long>(result.superseded_checkpoints), run_dir.c_str(),
+                train::kSupersededDir);
   const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
                     : result.finished     ? nullptr
                                           : "train.max_steps";
@@ -152,7 +182,7 @@ int run_train(const TrainCommand& cmd) {
   if (result.skipped_steps > 0)
     std::printf("%lld steps skipped for inf/NaN gradients (fp16 loss scaling)\n",
                 static_cast<long long>(result.skipped_steps));
-  if (result.interrupted_by) return train::InterruptGuard::exit_code(result.interrupted_by);
+  if (result.interrupted_by) return InterruptGuard::exit_code(result.interrupted_by);
   return 0;
 }
 

@@ -20,7 +20,7 @@ struct ImageSet {
 /// Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from `root`; keeps the
 /// first `limit` examples when limit > 0. Throws kiln::InputError for a missing
 /// file, a count mismatch or a label outside 0..9.
-/// Example: auto test = load_fashion_mnist("/usr/share/datasets/fashion-mnist", Split::kTest);
+/// Example: auto test = load_fashion_mnist(kDefaultFashionMnistRoot, Split::kTest);
 ImageSet load_fashion_mnist(const std::string& root, Split split, int64_t limit = 0);
 
 struct Normalization {

@@ -118,4 +118,8 @@ void DeepMlpImpl::pretty_print(std::ostream& stream) const {
          << ", checkpoint_every=" << options.checkpoint_every() << ")";
 }
 
+std::vector<std::string> DeepMlpImpl::head_parameters() const {
+  return parameter_names_of(*this, *output_);
+}
+
 }  // namespace kiln::nn

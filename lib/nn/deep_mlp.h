@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/head.h"
 #include "nn/linear.h"
 
 namespace kiln::nn {
@@ -41,7 +42,7 @@ const std::vector<std::string>& deep_mlp_activations();
 /// the signal survives 50 layers; the head is initialised as torch::nn::Linear.
 /// Checkpointing changes memory and time only: outputs and gradients are the same.
 /// Example: kiln::nn::DeepMlp net(kiln::nn::DeepMlpOptions(784, 10).checkpoint_every(5));
-class DeepMlpImpl : public torch::nn::Cloneable<DeepMlpImpl> {
+class DeepMlpImpl : public torch::nn::Cloneable<DeepMlpImpl>, public OutputHead {
  public:
   explicit DeepMlpImpl(DeepMlpOptions options);
   void reset() override;
@@ -50,6 +51,8 @@ class DeepMlpImpl : public torch::nn::Cloneable<DeepMlpImpl> {
   /// x: (B, …) flattened to (B, in_features) → (B, out_features)
   torch::Tensor forward(torch::Tensor x);
   void pretty_print(std::ostream& stream) const override;
+  /// "output.weight", "output.bias".
+  std::vector<std::string> head_parameters() const override;
 
   DeepMlpOptions options;
 

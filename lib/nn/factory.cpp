@@ -20,4 +20,9 @@ torch::nn::AnyModule make_model(const ModelSpec& spec) {
   throw InputError(c10::str("model.name: expected one of ", valid, ", found \"", spec.name, "\""));
 }
 
+std::vector<std::string> head_parameters(const torch::nn::Module& model) {
+  const auto* head = dynamic_cast<const OutputHead*>(&model);
+  return head ? head->head_parameters() : std::vector<std::string>{};
+}
+
 }  // namespace kiln::nn

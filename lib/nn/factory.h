@@ -25,4 +25,9 @@ const std::vector<std::string>& model_names();
 /// Example: auto model = kiln::nn::make_model(spec); auto logits = model.forward(x);
 torch::nn::AnyModule make_model(const ModelSpec& spec);
 
+/// The names of the output head's parameters that `model` gives (nn::OutputHead),
+/// as its named_parameters() spells them; empty for a module that names no head.
+/// Example: auto head = kiln::nn::head_parameters(*model.ptr());  // {"layers.2.weight", "layers.2.bias"}
+std::vector<std::string> head_parameters(const torch::nn::Module& model);
+
 }  // namespace kiln::nn

@@ -53,4 +53,8 @@ void MlpImpl::pretty_print(std::ostream& stream) const {
   stream << "], out=" << options.out_features() << ", dropout=" << options.dropout() << ")";
 }
 
+std::vector<std::string> MlpImpl::head_parameters() const {
+  return parameter_names_of(*this, *layers_->ptr(layers_->size() - 1));
+}
+
 }  // namespace kiln::nn

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "nn/head.h"
 #include "nn/linear.h"
 
 namespace kiln::nn {
@@ -24,7 +25,7 @@ struct MlpOptions {
 
 /// kiln::nn::Linear → kiln::relu (→ dropout) per hidden layer, then a linear head.
 /// Example: kiln::nn::Mlp net(kiln::nn::MlpOptions(784, {512, 256}, 10));
-class MlpImpl : public torch::nn::Cloneable<MlpImpl> {
+class MlpImpl : public torch::nn::Cloneable<MlpImpl>, public OutputHead {
  public:
   explicit MlpImpl(MlpOptions options);
   void reset() override;
@@ -32,6 +33,8 @@ class MlpImpl : public torch::nn::Cloneable<MlpImpl> {
   /// x: (B, …) flattened to (B, in_features) → logits (B, out_features)
   torch::Tensor forward(torch::Tensor x);
   void pretty_print(std::ostream& stream) const override;
+  /// The last Linear's weight and bias: "layers.<hidden().size()>.weight", ….
+  std::vector<std::string> head_parameters() const override;
 
   MlpOptions options;
 

@@ -95,5 +95,8 @@ torch::Tensor AdamW::step(LossClosure closure) {
 
 void AdamW::save(torch::serialize::OutputArchive& ar) const { save_state<AdamWCodec>(*this, ar); }
 void AdamW::load(torch::serialize::InputArchive& ar) { load_state<AdamWCodec>(*this, ar); }
+std::vector<at::Tensor> AdamW::state_tensors() const {
+  return codec_state_tensors<AdamWCodec>(*this);
+}
 
 }  // namespace kiln::optim

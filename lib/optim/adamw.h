@@ -4,6 +4,8 @@
 #pragma once
 #include <torch/optim/optimizer.h>
 
+#include "optim/state_reporter.h"
+
 namespace kiln::optim {
 
 struct AdamWOptions : public torch::optim::OptimizerCloneableOptions<AdamWOptions> {
@@ -26,7 +28,7 @@ struct AdamWParamState : public torch::optim::OptimizerCloneableParamState<AdamW
 };
 
 /// Example: kiln::optim::AdamW opt(model->parameters(), AdamWOptions(1e-3).weight_decay(0.01));
-class AdamW : public torch::optim::Optimizer {
+class AdamW : public torch::optim::Optimizer, public StateReporter {
  public:
   explicit AdamW(const std::vector<torch::optim::OptimizerParamGroup>& param_groups,
                  AdamWOptions defaults = {});
@@ -39,6 +41,7 @@ class AdamW : public torch::optim::Optimizer {
   /// Reads what save() wrote; a state for other parameters (count, shape, dtype)
   /// is an error that names the group, the parameter and the mismatch.
   void load(torch::serialize::InputArchive& archive) override;
+  std::vector<at::Tensor> state_tensors() const override;
 };
 
 }  // namespace kiln::optim

@@ -1,6 +1,10 @@
 // make_optimizer: the one place that maps an optimizer name and a spec to a
-// constructed kiln optimizer, turning invalid values into kiln::InputError.
+// constructed kiln optimizer, turning invalid values into kiln::InputError; and
+// resolve_defaults, which reads each unset field's default from the optimizer's
+// own Options, so no default is written here.
 #include "optim/factory.h"
+
+#include <algorithm>
 
 #include "optim/adamw.h"
 #include "optim/lion.h"
@@ -11,38 +15,51 @@
 namespace kiln::optim {
 namespace {
 
+template <class T, class U>
+void fill(std::optional<T>& field, const U& value) {
+  if (!field) field = value;
+}
+
+void check_name(const std::string& name) {
+  const auto& names = optimizer_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  std::string valid;
+  for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
+  throw InputError("optim.name: expected one of " + valid + ", found \"" + name + "\"");
+}
+
+// `r` has every field its optimizer reads (resolve_defaults).
 std::unique_ptr<torch::optim::Optimizer> build(
-    const OptimizerSpec& s, const torch::OrderedDict<std::string, torch::Tensor>& named) {
+    const OptimizerSpec& r, const torch::OrderedDict<std::string, torch::Tensor>& named) {
   const auto params = named.values();
-  if (s.name == "adamw")
-    return std::make_unique<AdamW>(params, AdamWOptions(s.lr)
-                                               .beta1(s.beta1.value_or(0.9))
-                                               .beta2(s.beta2.value_or(0.999))
-                                               .eps(s.eps)
-                                               .weight_decay(s.weight_decay));
-  if (s.name == "sgd")
-    return std::make_unique<SGD>(params, SGDOptions(s.lr)
-                                             .momentum(s.momentum.value_or(0.9))
-                                             .dampening(s.dampening)
-                                             .nesterov(s.nesterov.value_or(false))
-                                             .weight_decay(s.weight_decay));
-  if (s.name == "lion")
-    return std::make_unique<Lion>(params, LionOptions(s.lr)
-                                              .beta1(s.beta1.value_or(0.9))
-                                              .beta2(s.beta2.value_or(0.99))
-                                              .weight_decay(s.weight_decay));
+  if (r.name == "adamw")
+    return std::make_unique<AdamW>(params, AdamWOptions(*r.lr)
+                                               .beta1(*r.beta1)
+                                               .beta2(*r.beta2)
+                                               .eps(*r.eps)
+                                               .weight_decay(*r.weight_decay));
+  if (r.name == "sgd")
+    return std::make_unique<SGD>(params, SGDOptions(*r.lr)
+                                             .momentum(*r.momentum)
+                                             .dampening(*r.dampening)
+                                             .nesterov(*r.nesterov)
+                                             .weight_decay(*r.weight_decay));
+  if (r.name == "lion")
+    return std::make_unique<Lion>(
+        params, LionOptions(*r.lr).beta1(*r.beta1).beta2(*r.beta2).weight_decay(*r.weight_decay));
   // muon
-  const auto muon = MuonOptions(s.lr)
-                        .momentum(s.momentum.value_or(0.95))
-                        .nesterov(s.nesterov.value_or(true))
-                        .ns_steps(s.ns_steps)
-                        .weight_decay(s.weight_decay);
-  const auto adamw = MuonOptions(s.muon_adamw_lr)
-                         .beta1(s.beta1.value_or(0.9))
-                         .beta2(s.beta2.value_or(0.999))
-                         .eps(s.eps)
-                         .weight_decay(s.weight_decay);
-  return std::make_unique<Muon>(muon_param_groups(named, s.muon_exclude, muon, adamw), muon);
+  const auto muon = MuonOptions(*r.lr)
+                        .momentum(*r.momentum)
+                        .nesterov(*r.nesterov)
+                        .ns_steps(*r.ns_steps)
+                        .weight_decay(*r.weight_decay);
+  const auto adamw = muon_adamw_group_defaults()
+                         .lr(*r.muon_adamw_lr)
+                         .beta1(*r.beta1)
+                         .beta2(*r.beta2)
+                         .eps(*r.eps)
+                         .weight_decay(*r.weight_decay);
+  return std::make_unique<Muon>(muon_param_groups(named, r.muon_exclude, muon, adamw), muon);
 }
 
 }  // namespace
@@ -52,16 +69,37 @@ const std::vector<std::string>& optimizer_names() {
   return names;
 }
 
+OptimizerSpec resolve_defaults(OptimizerSpec s) {
+  check_name(s.name);
+  if (s.name == "adamw") {
+    const AdamWOptions d;
+    fill(s.lr, d.lr()), fill(s.weight_decay, d.weight_decay());
+    fill(s.beta1, d.beta1()), fill(s.beta2, d.beta2()), fill(s.eps, d.eps());
+  } else if (s.name == "sgd") {
+    const SGDOptions d;
+    fill(s.lr, d.lr()), fill(s.weight_decay, d.weight_decay());
+    fill(s.momentum, d.momentum()), fill(s.nesterov, d.nesterov());
+    fill(s.dampening, d.dampening());
+  } else if (s.name == "lion") {
+    const LionOptions d;
+    fill(s.lr, d.lr()), fill(s.weight_decay, d.weight_decay());
+    fill(s.beta1, d.beta1()), fill(s.beta2, d.beta2());
+  } else {  // muon: one weight decay for both groups, the moments for its AdamW group
+    const MuonOptions d;
+    const auto a = muon_adamw_group_defaults();
+    fill(s.lr, d.lr()), fill(s.weight_decay, d.weight_decay());
+    fill(s.momentum, d.momentum()), fill(s.nesterov, d.nesterov()), fill(s.ns_steps, d.ns_steps());
+    fill(s.muon_adamw_lr, a.lr());
+    fill(s.beta1, a.beta1()), fill(s.beta2, a.beta2()), fill(s.eps, a.eps());
+  }
+  return s;
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     const OptimizerSpec& spec, const torch::OrderedDict<std::string, torch::Tensor>& named) {
-  const auto& names = optimizer_names();
-  if (std::find(names.begin(), names.end(), spec.name) == names.end()) {
-    std::string valid;
-    for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
-    throw InputError("optim.name: expected one of " + valid + ", found \"" + spec.name + "\"");
-  }
+  const auto resolved = resolve_defaults(spec);
   try {
-    return build(spec, named);
+    return build(resolved, named);
   } catch (const c10::Error& e) {  // an option out of range, from the constructor's checks
     throw InputError("optim: " + std::string(e.what_without_backtrace()));
   }

@@ -68,5 +68,8 @@ torch::Tensor Lion::step(LossClosure closure) {
 
 void Lion::save(torch::serialize::OutputArchive& ar) const { save_state<LionCodec>(*this, ar); }
 void Lion::load(torch::serialize::InputArchive& ar) { load_state<LionCodec>(*this, ar); }
+std::vector<at::Tensor> Lion::state_tensors() const {
+  return codec_state_tensors<LionCodec>(*this);
+}
 
 }  // namespace kiln::optim

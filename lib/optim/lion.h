@@ -4,6 +4,8 @@
 #pragma once
 #include <torch/optim/optimizer.h>
 
+#include "optim/state_reporter.h"
+
 namespace kiln::optim {
 
 struct LionOptions : public torch::optim::OptimizerCloneableOptions<LionOptions> {
@@ -24,7 +26,7 @@ struct LionParamState : public torch::optim::OptimizerCloneableParamState<LionPa
 
 /// u = sign(β1·m + (1−β1)·g);  p ← p·(1 − lr·λ) − lr·u;  m ← β2·m + (1−β2)·g.
 /// Example: kiln::optim::Lion opt(model->parameters(), LionOptions(1e-4).weight_decay(0.1));
-class Lion : public torch::optim::Optimizer {
+class Lion : public torch::optim::Optimizer, public StateReporter {
  public:
   explicit Lion(const std::vector<torch::optim::OptimizerParamGroup>& param_groups,
                 LionOptions defaults = {});
@@ -36,6 +38,7 @@ class Lion : public torch::optim::Optimizer {
   void save(torch::serialize::OutputArchive& archive) const override;
   /// Reads what save() wrote; a state for other parameters is an error and changes nothing.
   void load(torch::serialize::InputArchive& archive) override;
+  std::vector<at::Tensor> state_tensors() const override;
 };
 
 }  // namespace kiln::optim

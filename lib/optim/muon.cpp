@@ -154,6 +154,13 @@ void Muon::load(torch::serialize::InputArchive& ar) {
   });
 }
 
+std::vector<at::Tensor> Muon::state_tensors() const {
+  auto out = codec_state_tensors<MuonCodec>(*this);
+  if (adamw_)
+    for (auto& t : adamw_->state_tensors()) out.push_back(std::move(t));
+  return out;
+}
+
 std::vector<torch::optim::OptimizerParamGroup> muon_param_groups(
     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
     const std::vector<std::string>& exclude, const MuonOptions& muon, const MuonOptions& adamw) {

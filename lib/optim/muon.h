@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "optim/adamw.h"
+#include "optim/state_reporter.h"
 
 namespace kiln::optim {
 
@@ -21,11 +22,12 @@ struct MuonOptions : public torch::optim::OptimizerCloneableOptions<MuonOptions>
   TORCH_ARG(int64_t, ns_steps) = 5;
   /// Decoupled: p ← p·(1 − lr·λ).
   TORCH_ARG(double, weight_decay) = 0.0;
-  /// This group is updated by AdamW with lr, beta1, beta2, eps and weight_decay.
+  /// This group is updated by AdamW with lr, beta1, beta2, eps and weight_decay
+  /// (the moments' defaults are AdamW's own).
   TORCH_ARG(bool, adamw) = false;
-  TORCH_ARG(double, beta1) = 0.9;
-  TORCH_ARG(double, beta2) = 0.999;
-  TORCH_ARG(double, eps) = 1e-8;
+  TORCH_ARG(double, beta1) = AdamWOptions().beta1();
+  TORCH_ARG(double, beta2) = AdamWOptions().beta2();
+  TORCH_ARG(double, eps) = AdamWOptions().eps();
 
  public:
   double get_lr() const override { return lr(); }
@@ -47,7 +49,7 @@ torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps = 5);
 /// update's RMS per element about equal for tall and wide matrices (Keller Jordan's choice).
 /// Groups with adamw(true) are stepped by an inner kiln::optim::AdamW with the group's options.
 /// Example: kiln::optim::Muon opt(muon_param_groups(model->named_parameters(), {"head"}));
-class Muon : public torch::optim::Optimizer {
+class Muon : public torch::optim::Optimizer, public StateReporter {
  public:
   explicit Muon(const std::vector<torch::optim::OptimizerParamGroup>& param_groups,
                 MuonOptions defaults = {});
@@ -56,14 +58,20 @@ class Muon : public torch::optim::Optimizer {
   void save(torch::serialize::OutputArchive& archive) const override;
   /// Reads what save() wrote; a state for other parameters is an error and changes nothing.
   void load(torch::serialize::InputArchive& archive) override;
-  /// The inner AdamW over the adamw(true) groups (null when there are none), e.g. to
-  /// count its state's memory.
+  /// Every matrix's momentum buffer and the inner AdamW's moments.
+  std::vector<at::Tensor> state_tensors() const override;
+  /// The inner AdamW over the adamw(true) groups (null when there are none).
   const AdamW* adamw() const { return adamw_.get(); }
 
  private:
   std::unique_ptr<AdamW> adamw_;      // over the adamw(true) groups' tensors, in order
   std::vector<size_t> adamw_groups_;  // which of param_groups_ those are
 };
+
+/// The options of Muon's AdamW group when none are given: lr 3e-4 (Muon's own lr
+/// suits orthogonalised matrix updates, not AdamW's), AdamW's betas and eps.
+/// Example: auto lr = kiln::optim::muon_adamw_group_defaults().lr();
+inline MuonOptions muon_adamw_group_defaults() { return MuonOptions(3e-4).adamw(true); }
 
 /// Splits a model's parameters: 2-D tensors whose names contain none of `exclude`
 /// form a Muon group with `muon`; the rest form an AdamW group with `adamw`
@@ -72,6 +80,6 @@ class Muon : public torch::optim::Optimizer {
 std::vector<torch::optim::OptimizerParamGroup> muon_param_groups(
     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters,
     const std::vector<std::string>& exclude, const MuonOptions& muon = {},
-    const MuonOptions& adamw = MuonOptions(3e-4));
+    const MuonOptions& adamw = muon_adamw_group_defaults());
 
 }  // namespace kiln::optim

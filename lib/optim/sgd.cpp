@@ -74,5 +74,8 @@ torch::Tensor SGD::step(LossClosure closure) {
 
 void SGD::save(torch::serialize::OutputArchive& ar) const { save_state<SGDCodec>(*this, ar); }
 void SGD::load(torch::serialize::InputArchive& ar) { load_state<SGDCodec>(*this, ar); }
+std::vector<at::Tensor> SGD::state_tensors() const {
+  return codec_state_tensors<SGDCodec>(*this);
+}
 
 }  // namespace kiln::optim

@@ -4,6 +4,8 @@
 #pragma once
 #include <torch/optim/optimizer.h>
 
+#include "optim/state_reporter.h"
+
 namespace kiln::optim {
 
 struct SGDOptions : public torch::optim::OptimizerCloneableOptions<SGDOptions> {
@@ -27,7 +29,7 @@ struct SGDParamState : public torch::optim::OptimizerCloneableParamState<SGDPara
 /// buf ← μ·buf + (1−τ)·g (buf = g at the first step); p ← p − lr·(g + μ·buf if
 /// Nesterov else buf), with g = ∇ + λ·p. Parameters get state only when μ ≠ 0.
 /// Example: kiln::optim::SGD opt(model->parameters(), SGDOptions(0.1).momentum(0.9).nesterov(true));
-class SGD : public torch::optim::Optimizer {
+class SGD : public torch::optim::Optimizer, public StateReporter {
  public:
   explicit SGD(const std::vector<torch::optim::OptimizerParamGroup>& param_groups,
                SGDOptions defaults = {});
@@ -39,6 +41,7 @@ class SGD : public torch::optim::Optimizer {
   void save(torch::serialize::OutputArchive& archive) const override;
   /// Reads what save() wrote; a state for other parameters is an error and changes nothing.
   void load(torch::serialize::InputArchive& archive) override;
+  std::vector<at::Tensor> state_tensors() const override;
 };
 
 }  // namespace kiln::optim

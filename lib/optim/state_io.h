@@ -2,7 +2,7 @@
 // group options, per-parameter state by position), and a load that reads and
 // checks everything (kind, group and parameter counts, shapes, dtypes) before it
 // changes anything, so a file for other parameters is a clear error that leaves
-// the optimizer as it was.
+// the optimizer as it was. The same Codec lists a state's tensors for StateReporter.
 #pragma once
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
@@ -75,6 +75,23 @@ void save_state(const torch::optim::Optimizer& opt, torch::serialize::OutputArch
       Codec::state(s, [&](const char* name, const auto& v) { out.write(state_key(g, i, name), v); });
     }
   }
+}
+
+/// The tensors of every parameter's state, through the same Codec (its Tensor
+/// fields, undefined ones left out): what a kiln optimizer's state_tensors() reports.
+/// Example: std::vector<at::Tensor> Lion::state_tensors() const { return codec_state_tensors<LionCodec>(*this); }
+template <typename Codec>
+std::vector<torch::Tensor> codec_state_tensors(const torch::optim::Optimizer& opt) {
+  std::vector<torch::Tensor> out;
+  for (const auto& [key, state] : opt.state()) {
+    if (!state) continue;
+    auto s = static_cast<const typename Codec::ParamState&>(*state);
+    Codec::state(s, [&](const char*, const auto& v) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, torch::Tensor>)
+        if (v.defined()) out.push_back(v);
+    });
+  }
+  return out;
 }
 
 /// Reads what save_state wrote into `opt`, checking everything first; then runs

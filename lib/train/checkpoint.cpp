@@ -68,6 +68,8 @@ void write_trainer_state(OutputArchive& ar, const TrainPosition& pos) {
   ar.write("epoch", c10::IValue(pos.epoch));
   ar.write("batch", c10::IValue(pos.batch));
   ar.write("shuffle_seed", c10::IValue(static_cast<int64_t>(pos.shuffle_seed)));
+  ar.write("loss_since_eval", c10::IValue(pos.loss_since_eval));
+  ar.write("steps_since_eval", c10::IValue(pos.steps_since_eval));
   ar.write("rng_cpu", rng_state(cpu_generator()));
   const int64_t devices = cuda_devices();
   ar.write("rng_cuda_devices", c10::IValue(devices));
@@ -100,6 +102,18 @@ TrainerState read_trainer_state(InputArchive& ar, const std::string& file) {
   TrainerState s;
   s.position = {read_int("step"), read_int("epoch"), read_int("batch"),
                 static_cast<uint64_t>(read_int("shuffle_seed"))};
+  // Absent from checkpoints written before they were kept (see TrainPosition).
+  c10::IValue v;
+  if (ar.try_read("loss_since_eval", v)) {
+    // Not necessarily finite: an fp16 step the scaler skipped may have had an inf loss.
+    if (!v.isDouble())
+      throw InputError(c10::str(file, ": loss_since_eval: expected a float, found ", v.tagKind()));
+    s.position.loss_since_eval = v.toDouble();
+    s.position.steps_since_eval = read_int("steps_since_eval");
+    if (s.position.steps_since_eval < 0)
+      throw InputError(c10::str(file, ": steps_since_eval: expected a count >= 0, found ",
+                                s.position.steps_since_eval));
+  }
   // A state a generator would refuse is refused now, on a clone of that generator,
   // before the model, the optimizer or any generator changes.
   const auto check_state = [&](const at::Generator& gen, const std::string& key,

@@ -24,6 +24,13 @@ struct TrainPosition {
   int64_t epoch = 0;
   int64_t batch = 0;
   uint64_t shuffle_seed = 0;
+  /// The training losses of the steps since the last evaluation, summed, and their
+  /// count: the next test line's train_loss is their mean, the same whether or not
+  /// the run was stopped and resumed in between. (Checkpoints written before these
+  /// were kept read as 0: the first train_loss after such a resume covers the
+  /// steps since the resume only.)
+  double loss_since_eval = 0.0;
+  int64_t steps_since_eval = 0;
 };
 
 /// Training state beyond the model, the optimizer, the position and the RNGs
@@ -118,6 +125,18 @@ std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 /// any checkpoint recorded it.
 std::optional<std::string> best_checkpoint(const std::string& run_dir, const std::string& metric,
                                            MetricMode mode);
+
+/// Where set_aside_after() moves what a run wrote after the step it resumes from.
+inline constexpr const char* kSupersededDir = "superseded";
+
+/// What resuming from a checkpoint older than a run's newest does first, so the run
+/// holds one trajectory: every checkpoint of a later step is renamed (not deleted)
+/// into RUN/superseded/ (step_<N>, or step_<N>-2, … when that name is taken), and
+/// the lines of metrics.jsonl and memory.jsonl with a later step are moved to
+/// metrics.superseded.jsonl and memory.superseded.jsonl beside them (appended, in
+/// order). Returns how many checkpoints were set aside; nothing later, nothing done.
+/// Example: kiln::train::set_aside_after("runs/x", 25);
+int64_t set_aside_after(const std::string& run_dir, int64_t step);
 
 struct ResumeTarget {
   std::string run_dir;         // the run the checkpoint belongs to

@@ -12,6 +12,7 @@
 #include "train/checkpoint_layout.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/json_lines.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -146,6 +147,30 @@ void layout::apply_retention(const std::string& run_dir, const std::string& just
       keep.insert(*best);
   for (const auto& c : all)
     if (!keep.count(c.dir)) layout::remove_checkpoint_dir(c.dir);
+}
+
+int64_t set_aside_after(const std::string& run_dir, int64_t step) {
+  const fs::path run(run_dir), aside = run / kSupersededDir;
+  int64_t moved = 0;
+  for (const auto& c : list_checkpoints(run_dir)) {
+    if (c.step <= step) continue;
+    if (!fs::exists(aside)) fs::create_directories(aside);
+    const auto name = fs::path(c.dir).filename().string();
+    fs::path target = aside / name;
+    for (int k = 2; fs::exists(target); ++k) target = aside / (name + "-" + std::to_string(k));
+    fs::rename(c.dir, target);  // atomic: the checkpoint is whole on either side
+    ++moved;
+  }
+  if (moved > 0) {
+    files::sync_directory((run / layout::kCheckpoints).string());
+    files::sync_directory(aside.string());
+  }
+  for (const char* log : {"metrics", "memory"}) {
+    const auto path = run / (std::string(log) + ".jsonl");
+    if (fs::exists(path))
+      move_json_lines_after(path.string(), step, (run / (std::string(log) + ".superseded.jsonl")).string());
+  }
+  return moved;
 }
 
 ResumeTarget resolve_resume(const std::string& arg, const std::string& runs_dir) {

@@ -3,25 +3,14 @@
 #include "train/memory.h"
 
 #include <malloc.h>
-#include <torch/optim/adagrad.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/lbfgs.h>
-#include <torch/optim/rmsprop.h>
-#include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <mutex>
 #include <sstream>
-#include <unordered_map>
 #include <unordered_set>
 
-#include "optim/adamw.h"
-#include "optim/lion.h"
-#include "optim/muon.h"
-#include "optim/sgd.h"
+#include "optim/state_reporter.h"
 
 namespace kiln::train {
 namespace {
@@ -31,69 +20,6 @@ std::optional<int64_t> status_kib_field(const std::string& line, const char* nam
   const std::string prefix = std::string(name) + ":";
   if (line.rfind(prefix, 0) != 0) return std::nullopt;
   return std::stoll(line.substr(prefix.size())) * 1024;
-}
-
-struct StateRegistry {
-  std::mutex mutex;
-  std::unordered_map<std::type_index, StateTensors> visitors;
-};
-
-std::vector<at::Tensor> defined(std::initializer_list<at::Tensor> tensors) {
-  std::vector<at::Tensor> out;
-  for (const auto& t : tensors)
-    if (t.defined()) out.push_back(t);
-  return out;
-}
-
-StateRegistry& registry() {
-  static StateRegistry* r = [] {
-    auto* r = new StateRegistry;
-    const auto add = [r](std::type_index type, StateTensors f) { r->visitors[type] = std::move(f); };
-    add(typeid(optim::AdamWParamState), [](const auto& base) {
-      const auto& s = static_cast<const optim::AdamWParamState&>(base);
-      return defined({s.exp_avg(), s.exp_avg_sq()});
-    });
-    add(typeid(optim::SGDParamState), [](const auto& base) {
-      return defined({static_cast<const optim::SGDParamState&>(base).momentum_buffer()});
-    });
-    add(typeid(optim::LionParamState), [](const auto& base) {
-      return defined({static_cast<const optim::LionParamState&>(base).exp_avg()});
-    });
-    add(typeid(optim::MuonParamState), [](const auto& base) {
-      return defined({static_cast<const optim::MuonParamState&>(base).momentum_buffer()});
-    });
-    add(typeid(torch::optim::AdamParamState), [](const auto& base) {
-      const auto& s = static_cast<const torch::optim::AdamParamState&>(base);
-      return defined({s.exp_avg(), s.exp_avg_sq(), s.max_exp_avg_sq()});
-    });
-    add(typeid(torch::optim::AdamWParamState), [](const auto& base) {
-      const auto& s = static_cast<const torch::optim::AdamWParamState&>(base);
-      return defined({s.exp_avg(), s.exp_avg_sq(), s.max_exp_avg_sq()});
-    });
-    add(typeid(torch::optim::SGDParamState), [](const auto& base) {
-      return defined({static_cast<const torch::optim::SGDParamState&>(base).momentum_buffer()});
-    });
-    add(typeid(torch::optim::AdagradParamState), [](const auto& base) {
-      return defined({static_cast<const torch::optim::AdagradParamState&>(base).sum()});
-    });
-    add(typeid(torch::optim::RMSpropParamState), [](const auto& base) {
-      const auto& s = static_cast<const torch::optim::RMSpropParamState&>(base);
-      return defined({s.square_avg(), s.momentum_buffer(), s.grad_avg()});
-    });
-    add(typeid(torch::optim::LBFGSParamState), [](const auto& base) {
-      const auto& s = static_cast<const torch::optim::LBFGSParamState&>(base);
-      auto out = defined({s.d(), s.H_diag(), s.prev_flat_grad()});
-      for (const auto* q : {&s.old_dirs(), &s.old_stps(), &s.ro()})
-        for (const auto& t : *q)
-          if (t.defined()) out.push_back(t);
-      if (s.al())
-        for (const auto& t : *s.al())
-          if (t.defined()) out.push_back(t);
-      return out;
-    });
-    return r;
-  }();
-  return *r;
 }
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
@@ -128,12 +54,6 @@ int64_t storage_bytes(const std::vector<at::Tensor>& tensors) {
   return bytes;
 }
 
-void register_optimizer_state_tensors(std::type_index type, StateTensors tensors) {
-  auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.visitors[type] = std::move(tensors);
-}
-
 ModelMemory model_memory(const torch::optim::Optimizer& optimizer) {
   std::vector<at::Tensor> params, grads, state;
   for (const auto& group : optimizer.param_groups())
@@ -142,23 +62,14 @@ ModelMemory model_memory(const torch::optim::Optimizer& optimizer) {
       if (p.grad().defined()) grads.push_back(p.grad());
     }
   ModelMemory m;
-  auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  const auto visit = [&](const torch::optim::Optimizer& o) {
-    for (const auto& [key, s] : o.state()) {
-      if (!s) continue;
-      const auto it = r.visitors.find(typeid(*s));
-      if (it == r.visitors.end()) {
-        ++m.uncounted_optimizer_states;
-        continue;
-      }
-      for (auto& t : it->second(*s)) state.push_back(std::move(t));
-    }
-  };
-  visit(optimizer);
-  // Muon steps its non-matrix parameters with an AdamW of its own.
-  if (const auto* muon = dynamic_cast<const optim::Muon*>(&optimizer); muon && muon->adamw())
-    visit(*muon->adamw());
+  // The optimizer says which tensors its state holds; the states of one that cannot
+  // say go to uncounted_optimizer_states, never silently left out.
+  if (const auto* reporter = dynamic_cast<const optim::StateReporter*>(&optimizer)) {
+    state = reporter->state_tensors();
+  } else {
+    for (const auto& [key, s] : optimizer.state())
+      if (s) ++m.uncounted_optimizer_states;
+  }
   m.parameter_bytes = storage_bytes(params);
   m.gradient_bytes = storage_bytes(grads);
   m.optimizer_state_bytes = storage_bytes(state);
@@ -209,7 +120,8 @@ std::string MemoryReport::table() const {
   row("gradients", model.gradient_bytes);
   row("optimizer state", model.optimizer_state_bytes,
       model.uncounted_optimizer_states
-          ? c10::str("  (", model.uncounted_optimizer_states, " states of unknown type not counted)")
+          ? c10::str("  (", model.uncounted_optimizer_states,
+                   " states the optimizer does not report: not counted)")
           : "");
   if (activation_peak_bytes) row("activations (step peak)", *activation_peak_bytes);
   if (cuda) {

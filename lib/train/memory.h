@@ -10,10 +10,8 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
-#include <typeindex>
 #include <vector>
 
 namespace kiln::train {
@@ -40,32 +38,20 @@ struct ModelMemory {
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;
   int64_t optimizer_state_bytes = 0;
-  /// Optimizer states of a type this file does not know (see
-  /// register_optimizer_state): present but not counted in optimizer_state_bytes.
+  /// States of an optimizer that does not report its state tensors (one that is not
+  /// a kiln::optim::StateReporter, such as libtorch's own): present but not counted
+  /// in optimizer_state_bytes.
   int64_t uncounted_optimizer_states = 0;
 };
 
 /// Bytes of each distinct storage behind `tensors` (views of one storage count once).
 int64_t storage_bytes(const std::vector<at::Tensor>& tensors);
 
-/// Parameters (and their gradients) of every group of `optimizer`, and every tensor
-/// of its per-parameter state. libtorch gives no generic way to list a state's
-/// tensors (kiln's states do not implement serialize()), so each state type has a
-/// visitor: kiln::optim::AdamW, SGD, Lion and Muon (with its inner AdamW), and libtorch's Adam, AdamW, SGD, Adagrad, RMSprop
-/// and LBFGS are built in; another optimizer registers its own.
+/// Parameters (and their gradients) of every group of `optimizer`, and the tensors
+/// of its per-parameter state as the optimizer reports them (kiln::optim::StateReporter,
+/// which every kiln optimizer is; Muon's includes its inner AdamW's).
 /// Example: auto m = kiln::train::model_memory(optimizer);
 ModelMemory model_memory(const torch::optim::Optimizer& optimizer);
-
-using StateTensors = std::function<std::vector<at::Tensor>(const torch::optim::OptimizerParamState&)>;
-/// Registers the tensors of one optimizer state type, for model_memory.
-void register_optimizer_state_tensors(std::type_index type, StateTensors tensors);
-/// Example: kiln::train::register_optimizer_state<MyState>([](const MyState& s) { return std::vector{s.buf()}; });
-template <class State, class F>
-void register_optimizer_state(F tensors) {
-  register_optimizer_state_tensors(typeid(State), [tensors](const torch::optim::OptimizerParamState& s) {
-    return std::vector<at::Tensor>(tensors(static_cast<const State&>(s)));
-  });
-}
 
 // --- one step's activations -----------------------------------------------------
 

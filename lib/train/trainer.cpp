@@ -18,7 +18,6 @@
 #include "train/amp.h"
 #include "train/device.h"
 #include "train/evaluate.h"
-#include "train/interrupt.h"
 #include "util/error.h"
 #include "util/json_lines.h"
 #include "util/log.h"
@@ -87,8 +86,8 @@ class Run {
   int64_t total_steps_ = 0, batches_ = 0, saved_step_ = -1, evaluated_step_ = -1,
           reported_step_ = -1;
   int64_t activation_peak_ = 0;
-  double loss_ = 0.0, grad_norm_ = 0.0, loss_since_eval_ = 0.0;
-  int64_t steps_since_eval_ = 0, window_samples_ = 0, trained_samples_ = 0;
+  double loss_ = 0.0, grad_norm_ = 0.0;
+  int64_t window_samples_ = 0, trained_samples_ = 0;
   Clock::time_point start_, window_start_;
 };
 
@@ -126,11 +125,11 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   model_ = nn::make_model(spec.model);
   module_ = model_.ptr();
   module_->to(device_);
-  // Muon orthogonalises hidden matrices only: the output head goes to its AdamW group.
+  // Muon orthogonalises hidden matrices only: the output head the model names goes
+  // to its AdamW group.
   auto optim_spec = spec.optim;
-  optim_spec.muon_exclude.push_back(
-      spec.model.name == "mlp" ? c10::str("layers.", spec.model.mlp.hidden().size(), ".")
-                               : std::string("output."));
+  for (auto& name : nn::head_parameters(*module_))
+    optim_spec.muon_exclude.push_back(std::move(name));
   optimizer_ = optim::make_optimizer(optim_spec, module_->named_parameters());
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.
@@ -210,7 +209,7 @@ void Run::evaluate_now() {
   const double elapsed = seconds_since(start_);
   const int64_t done = pos_.step - result_.resumed_from;
   EvalReport e{pos_.step, pos_.epoch + 1, opt_.epochs(),
-               steps_since_eval_ ? loss_since_eval_ / steps_since_eval_ : 0.0, ev.loss,
+               pos_.steps_since_eval ? pos_.loss_since_eval / pos_.steps_since_eval : 0.0, ev.loss,
                ev.accuracy, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
                done > 0 ? elapsed / done * (total_steps_ - pos_.step) : 0.0};
   metrics_->write({{"split", "test"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
@@ -224,8 +223,8 @@ void Run::evaluate_now() {
   result_.test_accuracy = ev.accuracy;
   result_.evaluated = true;
   evaluated_step_ = pos_.step;
-  loss_since_eval_ = 0.0;
-  steps_since_eval_ = 0;
+  pos_.loss_since_eval = 0.0;
+  pos_.steps_since_eval = 0;
 }
 
 void Run::save(bool with_metrics) {
@@ -258,6 +257,14 @@ TrainResult Run::run() {
     out << spec_.config_toml;
     if (!out) throw InputError(c10::str(path.string(), ": cannot write"));
   }
+  // Resumed from an older checkpoint than the newest: what the run wrote after it
+  // belongs to another trajectory and is set aside, so the run holds one.
+  if (!spec_.resume_checkpoint.empty()) {
+    result_.superseded_checkpoints = set_aside_after(spec_.run_dir, pos_.step);
+    if (result_.superseded_checkpoints > 0)
+      log::info(c10::str("set aside ", result_.superseded_checkpoints,
+                         " checkpoint(s) after step ", pos_.step, " in ", kSupersededDir, "/"));
+  }
   {
     std::ostringstream s;
     s << *module_ << " | " << x_train_.size(0) << " train / " << x_test_.size(0)
@@ -270,7 +277,6 @@ TrainResult Run::run() {
   }
   metrics_.emplace((fs::path(spec_.run_dir) / "metrics.jsonl").string());
   memory_lines_.emplace((fs::path(spec_.run_dir) / "memory.jsonl").string());
-  InterruptGuard interrupt;
   start_ = window_start_ = Clock::now();
   module_->train();
 
@@ -288,8 +294,8 @@ TrainResult Run::run() {
       }
       ++pos_.step;
       ++pos_.batch;
-      loss_since_eval_ += loss_;
-      ++steps_since_eval_;
+      pos_.loss_since_eval += loss_;
+      ++pos_.steps_since_eval;
       window_samples_ += batch.x.size(0);
       trained_samples_ += batch.x.size(0);
       const double elapsed = seconds_since(start_);
@@ -319,8 +325,8 @@ TrainResult Run::run() {
       if (mem.report_every() > 0 && pos_.step % mem.report_every() == 0) report_memory();
       if (device_.is_cuda() && mem.empty_cache_every() > 0 && pos_.step % mem.empty_cache_every() == 0)
         empty_cuda_cache();
-      if (interrupt.requested()) {
-        result_.interrupted_by = interrupt.requested();
+      if (const int stop = observer_.stop_requested()) {
+        result_.interrupted_by = stop;
         log::info(c10::str("signal ", result_.interrupted_by, ": stopping after step ", pos_.step));
         stopped = true;
         break;

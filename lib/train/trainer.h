@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "data/fashion_mnist.h"
 #include "nn/factory.h"
 #include "optim/factory.h"
 #include "train/checkpoint.h"
@@ -68,7 +69,7 @@ struct MemoryOptions {
 };
 
 struct DataOptions {
-  TORCH_ARG(std::string, root) = "/usr/share/datasets/fashion-mnist";
+  TORCH_ARG(std::string, root) = data::kDefaultFashionMnistRoot;
   /// Keep only the first N training / test examples; 0 keeps all.
   TORCH_ARG(int64_t, train_limit) = 0;
   TORCH_ARG(int64_t, test_limit) = 0;
@@ -105,11 +106,14 @@ struct EvalReport {
 struct TrainResult {
   int64_t steps = 0;
   int64_t resumed_from = 0;  // step, 0 when the run started fresh
+  /// Checkpoints of later steps set aside because the run resumed from an older
+  /// one (set_aside_after, RUN/superseded/).
+  int64_t superseded_checkpoints = 0;
   double test_loss = 0.0, test_accuracy = 0.0, seconds = 0.0;
   std::string last_checkpoint;
   bool finished = false;   // all epochs done (false when max_steps or a signal stopped it)
   bool evaluated = false;  // test_loss/test_accuracy hold an evaluation of this run
-  int interrupted_by = 0;  // SIGINT or SIGTERM when a signal stopped the run
+  int interrupted_by = 0;  // what stop_requested() answered (SIGINT, SIGTERM) when it stopped the run
   int64_t skipped_steps = 0;
 };
 
@@ -122,6 +126,10 @@ class TrainObserver {
   virtual void on_eval(const EvalReport& r) {}
   virtual void on_checkpoint(const std::string& dir, int64_t step) {}
   virtual void on_memory(const MemoryReport& r) {}
+  /// Asked after every step: non-zero (the signal, SIGINT or SIGTERM, that asks for
+  /// it) ends the run after that step with a checkpoint, in result.interrupted_by.
+  /// The app answers it from its signal handlers; lib/ installs none.
+  virtual int stop_requested() { return 0; }
 };
 
 /// The run stopped because the loss or a gradient became inf/NaN (fp32, bf16);
@@ -133,8 +141,8 @@ class TrainingDiverged : public std::runtime_error {
 };
 
 /// Runs training as `spec` says. Bad data or checkpoints throw kiln::InputError;
-/// SIGINT/SIGTERM end it after the current step with a checkpoint
-/// (result.interrupted_by); a second signal exits the process at once.
+/// observer.stop_requested() ends it after the current step with a checkpoint
+/// (result.interrupted_by).
 /// Example: kiln::train::TrainResult r = kiln::train::train(spec, observer);
 TrainResult train(const RunSpec& spec, TrainObserver& observer);
 

@@ -71,6 +71,28 @@ sum_after="$(cd "$tmp/run" && find . -type f -exec md5sum {} + | sort)"
 checks=$((checks + 1))
 [[ "$(grep -v train.log <<<"$sum_after")" == "$(grep -v train.log <<<"$sum_before")" ]] \
   || { failures=$((failures + 1)); echo "FAIL: a refused resume changed the run directory"; }
+# Resuming from an older checkpoint sets the newer one (here the damaged step 64) aside.
+expect 0 "set aside 1 later checkpoint" -- train --resume "$tmp/run/checkpoints/step_000000032" --set train.epochs=2
+checks=$((checks + 1))
+[[ -f "$tmp/run/superseded/step_000000064/manifest.json" && -f "$tmp/run/metrics.superseded.jsonl" ]] \
+  || { failures=$((failures + 1)); echo "FAIL: the later checkpoint and metrics were not set aside"; }
+
+# A CONFIG that is not a regular file is an error, not the default config.
+expect 2 "$tmp: expected a config file \(TOML\), found a directory" -- train "$tmp"
+# Three runs started together claim three directories, one run each.
+for i in 1 2 3; do
+  "$kiln" train configs/tiny.toml --set run.dir="$tmp/conc" --set train.max_steps=2 \
+    --set train.log_every=1 >"$tmp/conc$i.out" 2>&1 &
+done
+wait
+for d in tiny tiny-2 tiny-3; do
+  checks=$((checks + 1))
+  [[ "$(grep -c '"split":"train"' "$tmp/conc/$d/metrics.jsonl" 2>/dev/null)" == 2 ]] \
+    || { failures=$((failures + 1)); echo "FAIL: concurrent starts: $d does not hold exactly one run"; }
+done
+# A run that fails before it trains leaves its --run-dir usable.
+expect 2 "data.root: expected a directory" -- train configs/tiny.toml --set data.root=/nonexistent --run-dir "$tmp/retry"
+expect 0 "final test accuracy" -- train configs/tiny.toml --run-dir "$tmp/retry" --set train.max_steps=0
 
 
 # Signals. wait_for_steps DIR N: wait (up to 60 s) until metrics.jsonl has N train lines.

@@ -1,8 +1,17 @@
 // The config layer: defaults, files, overrides, and the errors for an unknown
-// key, a wrong type, a missing file and a bad override.
+// key, a wrong type, a missing file and a bad override; unset [optim] keys that
+// stay the optimizer's own defaults from the file to the built optimizer, in the
+// help text and in the resolved TOML.
+#include <torch/torch.h>
+
 #include <fstream>
 
 #include "config.h"
+#include "data/fashion_mnist.h"
+#include "optim/factory.h"
+#include "optim/lion.h"
+#include "optim/muon.h"
+#include "optim/sgd.h"
 #include "support.h"
 
 using kiln::app::apply_override;
@@ -97,7 +106,7 @@ TEST_CASE("validation names the key, its origin, and the valid range", "[app][co
 TEST_CASE("a boolean key takes true or false only", "[app][config]") {
   auto c = parse_config("[memory]\nhistory = true\n[optim]\nnesterov = false\n", "cfg.toml");
   REQUIRE(c.memory.history);
-  REQUIRE_FALSE(c.optim.nesterov);
+  REQUIRE(c.optim.nesterov == false);
   REQUIRE_THROWS_WITH(parse_config("[memory]\nhistory = 1\n", "cfg.toml"),
                       Catch::Equals("cfg.toml:2:11: [memory] history: expected true or false, "
                                     "found integer 1"));
@@ -116,7 +125,7 @@ TEST_CASE("the resolved TOML reads back to the same config", "[app][config]") {
   REQUIRE(kiln::app::to_toml(back) == kiln::app::to_toml(c));
   REQUIRE(back.optim.lr == 0.1);
   REQUIRE(back.run.name == "quote\"d");
-  REQUIRE_FALSE(back.optim.nesterov);
+  REQUIRE(back.optim.nesterov == false);
   REQUIRE(back.checkpoint.best.empty());
 }
 
@@ -126,4 +135,104 @@ TEST_CASE("the shipped configs parse and validate", "[app][config]") {
     INFO(name);
     kiln::app::validate(kiln::app::load_config(name));
   }
+}
+
+namespace {
+
+// The optimizer a config builds, over one matrix and one vector.
+std::unique_ptr<torch::optim::Optimizer> optimizer_of(const Config& c) {
+  torch::OrderedDict<std::string, torch::Tensor> params;
+  params.insert("w", torch::zeros({4, 3}, torch::requires_grad()));
+  params.insert("b", torch::zeros({4}, torch::requires_grad()));
+  return kiln::optim::make_optimizer(c.optim, params);
+}
+
+template <class Options>
+const Options& options_of(const torch::optim::Optimizer& opt, size_t group = 0) {
+  return static_cast<const Options&>(opt.param_groups().at(group).options());
+}
+
+// The line of `kiln train --help` for `key`.
+std::string help_line(const std::string& key) {
+  const auto text = kiln::app::describe_keys();
+  const auto at = text.find("  " + key + " ");
+  REQUIRE(at != std::string::npos);
+  return text.substr(at, text.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("an unset optimizer key is the optimizer's own default, not the config's",
+          "[app][config]") {
+  auto lion = parse_config("[optim]\nname = \"lion\"\n", "x.toml");
+  REQUIRE_FALSE(lion.optim.beta2.has_value());
+  kiln::app::validate(lion);
+  REQUIRE(options_of<kiln::optim::LionOptions>(*optimizer_of(lion)).beta2() == 0.99);
+  REQUIRE(options_of<kiln::optim::LionOptions>(*optimizer_of(lion)).lr() ==
+          kiln::optim::LionOptions().lr());
+
+  const auto sgd = parse_config("[optim]\nname = \"sgd\"\nmomentum = 0.9\n", "x.toml");
+  kiln::app::validate(sgd);
+  const auto& s = options_of<kiln::optim::SGDOptions>(*optimizer_of(sgd));
+  REQUIRE_FALSE(s.nesterov());  // torch's default
+  REQUIRE(s.momentum() == 0.9);  // a set key wins
+
+  const auto muon = parse_config("[optim]\nname = \"muon\"\n", "x.toml");
+  kiln::app::validate(muon);
+  const auto opt = optimizer_of(muon);
+  REQUIRE(options_of<kiln::optim::MuonOptions>(*opt, 0).momentum() == 0.95);
+  REQUIRE(options_of<kiln::optim::MuonOptions>(*opt, 0).nesterov());
+  REQUIRE(options_of<kiln::optim::MuonOptions>(*opt, 1).lr() ==
+          kiln::optim::muon_adamw_group_defaults().lr());
+
+  apply_override(lion, "optim.beta2=0.95");
+  REQUIRE(options_of<kiln::optim::LionOptions>(*optimizer_of(lion)).beta2() == 0.95);
+}
+
+TEST_CASE("kiln train --help prints each optimizer's own default of an unset key",
+          "[app][config]") {
+  REQUIRE_THAT(help_line("optim.beta2"),
+               Catch::EndsWith("(default: adamw 0.999, lion 0.99, muon 0.999)"));
+  REQUIRE_THAT(help_line("optim.momentum"), Catch::EndsWith("(default: sgd 0.0, muon 0.95)"));
+  REQUIRE_THAT(help_line("optim.nesterov"), Catch::EndsWith("(default: sgd false, muon true)"));
+  REQUIRE_THAT(help_line("optim.lr"),
+               Catch::EndsWith("(default: adamw 0.001, sgd 0.01, lion 1e-04, muon 0.02)"));
+  REQUIRE_THAT(help_line("optim.adamw_lr"), Catch::EndsWith("(default: muon 3e-04)"));
+  REQUIRE_THAT(help_line("train.epochs"), Catch::EndsWith("(default 10)"));
+}
+
+TEST_CASE("the resolved TOML comments an unset key with the value that applies; it reads back "
+          "unset",
+          "[app][config]") {
+  auto c = parse_config("[optim]\nname = \"lion\"\nbeta1 = 0.8\n", "x.toml");
+  const auto text = kiln::app::to_toml(c);
+  INFO(text);
+  REQUIRE_THAT(text, Catch::Contains("\nbeta1 = 0.8  # "));
+  REQUIRE_THAT(text, Catch::Contains("\n# beta2 = 0.99  # ") &&
+                         Catch::Contains("second-moment decay (unset: lion's default)\n"));
+  REQUIRE_THAT(text, Catch::Contains("\n# momentum unset  # sgd, muon: momentum\n"));
+  const auto back = parse_config(text, "resolved.toml");
+  REQUIRE(back.optim.beta1 == 0.8);
+  REQUIRE_FALSE(back.optim.beta2.has_value());
+  REQUIRE(kiln::app::to_toml(back) == text);
+}
+
+TEST_CASE("validation asks the optimizer about combinations only it knows", "[app][config]") {
+  auto c = parse_config("[optim]\nname = \"sgd\"\nnesterov = true\n", "cfg.toml");
+  REQUIRE_THROWS_AS(kiln::app::validate(c), ConfigError);
+  REQUIRE_THROWS_WITH(kiln::app::validate(c),
+                      Catch::Contains("SGD: nesterov: expected momentum > 0"));
+  apply_override(c, "optim.momentum=0.9");
+  kiln::app::validate(c);
+  // schedule.min_lr is checked against the lr that applies: muon's own 0.02.
+  c = parse_config("[optim]\nname = \"muon\"\n[schedule]\nmin_lr = 0.01\n", "cfg.toml");
+  kiln::app::validate(c);
+  apply_override(c, "schedule.min_lr=0.03");
+  REQUIRE_THROWS_WITH(kiln::app::validate(c),
+                      Catch::Equals("--set: schedule.min_lr: expected a number in [0, optim.lr] "
+                                    "(0.02), found 0.03"));
+}
+
+TEST_CASE("data.root's default is the data reader's", "[app][config]") {
+  REQUIRE(Config{}.data.root == kiln::data::kDefaultFashionMnistRoot);
 }

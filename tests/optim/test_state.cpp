@@ -22,6 +22,7 @@ OptimizerSpec spec_for(const std::string& name) {
   s.name = name;
   s.lr = name == "lion" ? 3e-4 : name == "sgd" ? 0.05 : name == "muon" ? 0.02 : 1e-3;
   s.weight_decay = 0.01;
+  if (name == "sgd") s.momentum = 0.9;  // SGD's own default (0) keeps no state to save
   s.muon_exclude = {"layers.2."};  // the head of a two-hidden-layer Mlp
   return s;
 }

@@ -1,6 +1,7 @@
 // Memory reporting: exact parameter, gradient and optimizer-state bytes of a known
-// model, process and heap readings, the CPU activation probe, the report's JSON and
-// table, and the CUDA allocator's side (skipped without a GPU).
+// model (each kiln optimizer reporting its own state), process and heap readings,
+// the CPU activation probe, the report's JSON and table, and the CUDA allocator's
+// side (skipped without a GPU).
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -9,6 +10,9 @@
 #include "nn/mlp.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
+#include "optim/lion.h"
+#include "optim/muon.h"
+#include "optim/sgd.h"
 #include "support.h"
 #include "train/memory.h"
 
@@ -25,7 +29,14 @@ void one_step(kiln::nn::Mlp& model, torch::optim::Optimizer& opt) {
   opt.step();
 }
 
-// An optimizer whose state type memory.cpp does not know, until registered.
+// The bytes of every storage behind `opt`'s state_tensors(), summed one by one.
+int64_t reported_bytes(const kiln::optim::StateReporter& opt) {
+  int64_t bytes = 0;
+  for (const auto& t : opt.state_tensors()) bytes += static_cast<int64_t>(t.storage().nbytes());
+  return bytes;
+}
+
+// An optimizer that does not report its state, and one that does.
 struct OddState : torch::optim::OptimizerCloneableParamState<OddState> {
   TORCH_ARG(torch::Tensor, buf);
 };
@@ -40,6 +51,14 @@ struct OddOptimizer : torch::optim::Optimizer {
       state_[p.unsafeGetTensorImpl()] = std::move(s);
     }
     return {};
+  }
+};
+struct ReportingOddOptimizer : OddOptimizer, kiln::optim::StateReporter {
+  using OddOptimizer::OddOptimizer;
+  std::vector<at::Tensor> state_tensors() const override {
+    std::vector<at::Tensor> out;
+    for (const auto& [key, s] : state_) out.push_back(static_cast<const OddState&>(*s).buf());
+    return out;
   }
 };
 
@@ -57,21 +76,63 @@ TEST_CASE("model_memory counts parameter, gradient and AdamW state bytes exactly
   REQUIRE(m.parameter_bytes == kToyParamBytes);
   REQUIRE(m.gradient_bytes == kToyParamBytes);
   REQUIRE(m.optimizer_state_bytes == 2 * kToyParamBytes);  // exp_avg and exp_avg_sq
+  REQUIRE(m.optimizer_state_bytes == reported_bytes(opt));
   REQUIRE(m.uncounted_optimizer_states == 0);
 }
 
-TEST_CASE("model_memory knows libtorch's SGD state and counts views of one storage once",
+TEST_CASE("each kiln optimizer reports its state: SGD's momentum buffers", "[memory]") {
+  kiln::nn::Mlp model(kiln::nn::MlpOptions(10, {6}, 3));
+  kiln::optim::SGD sgd(model->parameters(), kiln::optim::SGDOptions(0.1).momentum(0.9));
+  one_step(model, sgd);
+  const auto m = kiln::train::model_memory(sgd);
+  REQUIRE(m.optimizer_state_bytes == kToyParamBytes);  // one buffer per parameter
+  REQUIRE(m.optimizer_state_bytes == reported_bytes(sgd));
+  REQUIRE(m.uncounted_optimizer_states == 0);
+  kiln::optim::SGD plain(model->parameters(), kiln::optim::SGDOptions(0.1));  // momentum 0
+  one_step(model, plain);
+  REQUIRE(kiln::train::model_memory(plain).optimizer_state_bytes == 0);  // no state at all
+}
+
+TEST_CASE("each kiln optimizer reports its state: Lion's moments", "[memory]") {
+  kiln::nn::Mlp model(kiln::nn::MlpOptions(10, {6}, 3));
+  kiln::optim::Lion lion(model->parameters());
+  one_step(model, lion);
+  const auto m = kiln::train::model_memory(lion);
+  REQUIRE(m.optimizer_state_bytes == kToyParamBytes);  // exp_avg
+  REQUIRE(m.optimizer_state_bytes == reported_bytes(lion));
+  REQUIRE(m.uncounted_optimizer_states == 0);
+}
+
+TEST_CASE("each kiln optimizer reports its state: Muon's momentum and its AdamW's moments",
+          "[memory]") {
+  kiln::nn::Mlp model(kiln::nn::MlpOptions(10, {6}, 3));
+  kiln::optim::Muon muon(kiln::optim::muon_param_groups(model->named_parameters(),
+                                                        model->head_parameters()));
+  one_step(model, muon);
+  const auto m = kiln::train::model_memory(muon);
+  // Muon: layers.0.weight (6·10); AdamW, two moments each: layers.0.bias (6) and the
+  // head (3·6 + 3).
+  REQUIRE(m.optimizer_state_bytes == (6 * 10 + 2 * (6 + 3 * 6 + 3)) * 4);
+  REQUIRE(m.optimizer_state_bytes == reported_bytes(muon));
+  REQUIRE(m.uncounted_optimizer_states == 0);
+}
+
+TEST_CASE("a libtorch optimizer does not report its state: its states are uncounted; views "
+          "of one storage count once",
           "[memory]") {
   kiln::nn::Mlp model(kiln::nn::MlpOptions(10, {6}, 3));
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   one_step(model, sgd);
-  REQUIRE(kiln::train::model_memory(sgd).optimizer_state_bytes == kToyParamBytes);
+  const auto m = kiln::train::model_memory(sgd);
+  REQUIRE(m.optimizer_state_bytes == 0);
+  REQUIRE(m.uncounted_optimizer_states == 4);  // 2 weights, 2 biases
+  REQUIRE(m.parameter_bytes == kToyParamBytes);
 
   const auto flat = torch::zeros({100});
   REQUIRE(kiln::train::storage_bytes({flat, flat.slice(0, 0, 10), flat.view({10, 10})}) == 400);
 }
 
-TEST_CASE("an optimizer state of unknown type is reported as uncounted until registered",
+TEST_CASE("an optimizer's state is counted once it reports it (StateReporter), uncounted before",
           "[memory]") {
   kiln::nn::Mlp model(kiln::nn::MlpOptions(10, {6}, 3));
   OddOptimizer odd(model->parameters());
@@ -79,9 +140,9 @@ TEST_CASE("an optimizer state of unknown type is reported as uncounted until reg
   auto m = kiln::train::model_memory(odd);
   REQUIRE(m.uncounted_optimizer_states == 4);  // 2 weights, 2 biases
   REQUIRE(m.optimizer_state_bytes == 0);
-  kiln::train::register_optimizer_state<OddState>(
-      [](const OddState& s) { return std::vector<at::Tensor>{s.buf()}; });
-  m = kiln::train::model_memory(odd);
+  ReportingOddOptimizer reporting(model->parameters());
+  reporting.step(nullptr);
+  m = kiln::train::model_memory(reporting);
   REQUIRE(m.uncounted_optimizer_states == 0);
   REQUIRE(m.optimizer_state_bytes == 4 * 8);
 }

@@ -3,6 +3,8 @@
 // bit; a checkpoint of another model is refused.
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -29,11 +31,15 @@ kiln::train::RunSpec small_spec(const std::string& run_dir) {
   return spec;
 }
 
-std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
+std::vector<nlohmann::json> read_json_lines(const std::string& path) {
+  std::ifstream in(path);
   std::vector<nlohmann::json> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
   return lines;
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
+  return read_json_lines(run_dir + "/metrics.jsonl");
 }
 
 std::vector<torch::Tensor> weights_of(const std::string& checkpoint) {
@@ -202,4 +208,73 @@ TEST_CASE("a bf16 run trains and every run writes memory reports", "[train][amp]
   REQUIRE(lines.back()["gradient_bytes"] == params);
   REQUIRE(lines.back()["optimizer_state_bytes"] == 2 * params);  // AdamW's two moments
   REQUIRE(lines.back()["activation_peak_bytes"].get<int64_t>() > 0);
+}
+
+namespace {
+// Asks the loop to stop (as the app does on SIGTERM) once `at` steps are done.
+struct StopAt : kiln::train::TrainObserver {
+  int64_t at, seen = 0;
+  explicit StopAt(int64_t at) : at(at) {}
+  void on_step(const kiln::train::StepReport& r) override { seen = r.step; }
+  int stop_requested() override { return seen >= at ? SIGTERM : 0; }
+};
+}  // namespace
+
+TEST_CASE("the observer's stop request ends the run after the step with a checkpoint",
+          "[train][resume]") {
+  kiln::test::TempDir dir;
+  StopAt stop(3);
+  const auto r = kiln::train::train(small_spec(dir / "run"), stop);
+  REQUIRE(r.interrupted_by == SIGTERM);
+  REQUIRE(r.steps == 3);
+  REQUIRE_FALSE(r.finished);
+  REQUIRE(kiln::train::latest_checkpoint(dir / "run").value() == r.last_checkpoint);
+  REQUIRE(kiln::train::list_checkpoints(dir / "run").back().step == 3);
+}
+
+TEST_CASE("resuming from an older checkpoint sets the later ones and their metrics aside",
+          "[train][resume]") {
+  kiln::test::TempDir dir;
+  kiln::train::TrainObserver quiet;
+  auto spec = small_spec(dir / "run");
+  spec.train.epochs(2).log_every(1);
+  spec.checkpoint.every(10).keep_last(0);
+  const auto straight = kiln::train::train(spec, quiet);  // 80 steps, evaluations at 40 and 80
+  REQUIRE(straight.steps == 80);
+  const auto original = read_metrics(dir / "run");
+
+  auto again = spec;
+  again.resume_checkpoint = dir / "run/checkpoints/step_000000030";
+  const auto resumed = kiln::train::train(again, quiet);
+  REQUIRE(resumed.resumed_from == 30);
+  REQUIRE(resumed.superseded_checkpoints == 5);  // steps 40, 50, 60, 70, 80
+  for (const char* step : {"40", "50", "60", "70", "80"})
+    REQUIRE(std::filesystem::is_directory(dir / ("run/superseded/step_0000000" + std::string(step))));
+  // One trajectory: steps increase without a repeat, and the lines match the straight
+  // run's — train_loss of the test line at step 40 included, though the resume fell
+  // between two evaluations.
+  const auto lines = read_metrics(dir / "run");
+  REQUIRE(lines.size() == original.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    INFO(lines[i].dump() << "\n  straight: " << original[i].dump());
+    REQUIRE(lines[i]["split"] == original[i]["split"]);
+    REQUIRE(lines[i]["step"] == original[i]["step"]);
+    for (const char* key : {"loss", "accuracy", "train_loss", "grad_norm"})
+      if (original[i].contains(key)) REQUIRE(lines[i][key] == original[i][key]);
+    if (i > 0) REQUIRE(lines[i]["step"] >= lines[i - 1]["step"]);
+  }
+  // The cut lines are kept beside: every line after step 30, in order.
+  const auto aside = read_json_lines(dir / "run/metrics.superseded.jsonl");
+  const auto later = std::count_if(original.begin(), original.end(),
+                                   [](const auto& l) { return l["step"].template get<int64_t>() > 30; });
+  REQUIRE(static_cast<int64_t>(aside.size()) == later);
+  REQUIRE(aside.front()["step"] == 31);
+  // --resume RUN now means the resumed trajectory's newest checkpoint, of step 80.
+  REQUIRE(kiln::train::latest_checkpoint(dir / "run").value() == resumed.last_checkpoint);
+  REQUIRE(weights_of(resumed.last_checkpoint).size() == weights_of(straight.last_checkpoint).size());
+
+  // Resumed from step 30 once more: the second set-aside copies take new names.
+  const auto twice = kiln::train::train(again, quiet);
+  REQUIRE(twice.superseded_checkpoints == 5);
+  REQUIRE(std::filesystem::is_directory(dir / "run/superseded/step_000000080-2"));
 }

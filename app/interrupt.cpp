@@ -1,13 +1,13 @@
 // The handlers only touch a lock-free atomic and call _exit, both
 // async-signal-safe; everything else happens in the loop, between steps.
-#include "train/interrupt.h"
+#include "interrupt.h"
 
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 
-namespace kiln::train {
+namespace kiln::app {
 namespace {
 
 std::atomic<int> g_signal{0};
@@ -40,4 +40,4 @@ InterruptGuard::~InterruptGuard() {
 
 int InterruptGuard::requested() const { return g_signal.load(); }
 
-}  // namespace kiln::train
+}  // namespace kiln::app

@@ -1,9 +1,11 @@
-// SIGINT/SIGTERM during training: the first signal asks the loop to finish its
-// step, write a checkpoint and return; a second one ends the process at once
-// (exit 130/143) without touching the last complete checkpoint.
+// SIGINT/SIGTERM during `kiln train`: the first signal asks the loop to finish its
+// step, write a checkpoint and return (the console observer answers the loop's
+// stop_requested() with it); a second one ends the process at once (exit 130/143)
+// without touching the last complete checkpoint. It lives in app/ because ending
+// the process is the app's to decide: lib/ never prints or exits.
 #pragma once
 
-namespace kiln::train {
+namespace kiln::app {
 
 /// Installs the handlers for its lifetime and restores the previous ones after.
 /// Example: InterruptGuard guard; … if (guard.requested()) { save; return; }
@@ -20,4 +22,4 @@ class InterruptGuard {
   static int exit_code(int signal) { return 128 + signal; }
 };
 
-}  // namespace kiln::train
+}  // namespace kiln::app
