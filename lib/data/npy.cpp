@@ -1,0 +1,265 @@
+// read_npy / write_npy: the .npy header (magic, version, a Python dict literal with
+// descr, fortran_order and shape) parsed strictly, the data mapped with mmap.
+#include "data/npy.h"
+
+#include <ATen/ops/from_blob.h>
+#include <c10/util/StringUtil.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "util/error.h"
+#include "util/files.h"
+
+namespace kiln::data {
+namespace {
+
+constexpr std::string_view kMagic = "\x93NUMPY";
+
+// NumPy's type string (without the byte-order character) of each dtype kiln reads.
+struct NpyType {
+  const char* code;
+  at::ScalarType dtype;
+};
+constexpr NpyType kTypes[] = {
+    {"b1", at::kBool},  {"u1", at::kByte},  {"i1", at::kChar},  {"i2", at::kShort},
+    {"i4", at::kInt},   {"i8", at::kLong},  {"f2", at::kHalf},  {"f4", at::kFloat},
+    {"f8", at::kDouble}};
+
+std::string supported_codes() {
+  std::string out;
+  for (const auto& t : kTypes) out += (out.empty() ? "" : ", ") + std::string(t.code);
+  return out;
+}
+
+// The header dict: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
+struct Header {
+  at::ScalarType dtype;
+  bool fortran_order;
+  std::vector<int64_t> shape;
+};
+
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, const std::string& path) : s_(text), path_(path) {}
+
+  Header parse() {
+    std::optional<std::string> descr;
+    std::optional<bool> fortran;
+    std::optional<std::vector<int64_t>> shape;
+    expect('{');
+    while (skip_space(), peek() != '}') {
+      const auto key = quoted();
+      expect(':');
+      if (key == "descr") descr = quoted();
+      else if (key == "fortran_order") fortran = boolean();
+      else if (key == "shape") shape = tuple();
+      else fail(c10::str("unknown key '", key, "' (expected descr, fortran_order, shape)"));
+      skip_space();
+      if (peek() == ',') ++i_;
+    }
+    if (!descr || !fortran || !shape)
+      fail(c10::str("missing ", !descr ? "'descr'" : !fortran ? "'fortran_order'" : "'shape'"));
+    return {dtype_of(*descr), *fortran, *shape};
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(c10::str(path_, ": header: ", what, " (header ", s_, ")"));
+  }
+  void skip_space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  char peek() {
+    skip_space();
+    if (i_ >= s_.size()) fail("ends early");
+    return s_[i_];
+  }
+  void expect(char c) {
+    if (peek() != c) fail(c10::str("expected '", c, "' at offset ", i_, ", found '", s_[i_], "'"));
+    ++i_;
+  }
+  std::string quoted() {
+    const char q = peek();
+    if (q != '\'' && q != '"') fail(c10::str("expected a quoted string at offset ", i_));
+    const auto end = s_.find(q, ++i_);
+    if (end == std::string_view::npos) fail("unterminated string");
+    std::string out(s_.substr(i_, end - i_));
+    i_ = end + 1;
+    return out;
+  }
+  bool boolean() {
+    skip_space();
+    for (const auto& [word, value] : {std::pair{"True", true}, std::pair{"False", false}})
+      if (s_.substr(i_, std::strlen(word)) == word) {
+        i_ += std::strlen(word);
+        return value;
+      }
+    fail(c10::str("fortran_order: expected True or False at offset ", i_));
+  }
+  std::vector<int64_t> tuple() {
+    std::vector<int64_t> dims;
+    expect('(');
+    while (peek() != ')') {
+      int64_t v = 0;
+      size_t digits = 0;
+      for (; i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])); ++i_, ++digits) {
+        if (v > (INT64_MAX - 9) / 10) fail("shape: a dimension too large");
+        v = v * 10 + (s_[i_] - '0');
+      }
+      if (digits == 0) fail(c10::str("shape: expected a non-negative integer at offset ", i_));
+      dims.push_back(v);
+      if (peek() == ',') ++i_;
+    }
+    ++i_;
+    return dims;
+  }
+  at::ScalarType dtype_of(const std::string& descr) const {
+    if (descr.size() < 3) fail(c10::str("descr: expected a type like '<f4', found '", descr, "'"));
+    const char order = descr[0];
+    const std::string code = descr.substr(1);
+    for (const auto& t : kTypes)
+      if (code == t.code) {
+        const bool one_byte = code[1] == '1';
+        if (order == '>' && !one_byte)
+          fail(c10::str("descr '", descr, "': big-endian data; expected little-endian ('<')"));
+        if (order != '<' && order != '|' && order != '=' && order != '>')
+          fail(c10::str("descr '", descr, "': unknown byte order '", order, "'"));
+        return t.dtype;
+      }
+    fail(c10::str("descr '", descr, "': expected one of ", supported_codes(),
+                  " (with '<' or '|'), found another type"));
+  }
+
+  std::string_view s_;
+  const std::string& path_;
+  size_t i_ = 0;
+};
+
+uint32_t little_endian(const unsigned char* p, size_t n) {
+  uint32_t v = 0;
+  for (size_t k = 0; k < n; ++k) v |= static_cast<uint32_t>(p[k]) << (8 * k);
+  return v;
+}
+
+// The mapping of a whole file; unmapped by the tensor's deleter.
+struct Mapping {
+  void* base = nullptr;
+  size_t size = 0;
+};
+
+Mapping map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(c10::str(path, ": cannot open (", std::strerror(errno), ")"));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(c10::str(path, ": expected a regular .npy file"));
+  }
+  Mapping m{nullptr, static_cast<size_t>(st.st_size)};
+  if (m.size > 0) {
+    // Private and writable: writes to the tensor go to copies of the pages, never the file.
+    m.base = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (m.base == MAP_FAILED) {
+      ::close(fd);
+      throw InputError(c10::str(path, ": cannot map (", std::strerror(errno), ")"));
+    }
+  }
+  ::close(fd);  // the mapping keeps the file
+  return m;
+}
+
+}  // namespace
+
+at::Tensor read_npy(const std::string& path) {
+  const Mapping m = map_file(path);
+  const auto unmap = [m] {
+    if (m.base) ::munmap(m.base, m.size);
+  };
+  try {
+    const auto* bytes = static_cast<const unsigned char*>(m.base);
+    if (m.size < kMagic.size() + 2 ||
+        std::string_view(reinterpret_cast<const char*>(bytes), kMagic.size()) != kMagic)
+      throw InputError(c10::str(path, ": not an .npy file (expected the magic \\x93NUMPY)"));
+    const int major = bytes[6], minor = bytes[7];
+    if (major < 1 || major > 3 || minor != 0)
+      throw InputError(c10::str(path, ": format version ", major, ".", minor,
+                                ": expected 1.0, 2.0 or 3.0"));
+    const size_t len_bytes = major == 1 ? 2 : 4;
+    if (m.size < 8 + len_bytes) throw InputError(c10::str(path, ": truncated header"));
+    const size_t header_len = little_endian(bytes + 8, len_bytes);
+    const size_t data_offset = 8 + len_bytes + header_len;
+    if (data_offset > m.size)
+      throw InputError(c10::str(path, ": truncated header: it declares ", header_len,
+                                " bytes, the file has ", m.size - 8 - len_bytes));
+    const auto h =
+        HeaderParser(std::string_view(reinterpret_cast<const char*>(bytes) + 8 + len_bytes,
+                                      header_len), path)
+            .parse();
+    const auto item = static_cast<int64_t>(c10::elementSize(h.dtype));
+    int64_t numel = 1;
+    for (const auto d : h.shape) {
+      if (d != 0 && numel > INT64_MAX / d) throw InputError(c10::str(path, ": shape: too many elements"));
+      numel *= d;
+    }
+    const auto data_bytes = static_cast<int64_t>(m.size - data_offset);
+    if (numel * item != data_bytes)
+      throw InputError(c10::str(path, ": shape ", c10::IntArrayRef(h.shape), " of ", h.dtype,
+                                " needs ", numel * item, " data bytes, the file has ", data_bytes));
+    // Row-major strides, or column-major for fortran_order (a transposed layout, no copy).
+    std::vector<int64_t> strides(h.shape.size(), 1);
+    const auto n = static_cast<int64_t>(h.shape.size());
+    if (h.fortran_order) {
+      for (int64_t k = 1; k < n; ++k) strides[k] = strides[k - 1] * std::max<int64_t>(h.shape[k - 1], 1);
+    } else {
+      for (int64_t k = n - 2; k >= 0; --k) strides[k] = strides[k + 1] * std::max<int64_t>(h.shape[k + 1], 1);
+    }
+    void* data = static_cast<unsigned char*>(m.base) + data_offset;
+    return at::from_blob(data, h.shape, strides, [unmap](void*) { unmap(); },
+                         at::TensorOptions().dtype(h.dtype));
+  } catch (...) {
+    unmap();
+    throw;
+  }
+}
+
+void write_npy(const std::string& path, const at::Tensor& t) {
+  std::string code;
+  for (const auto& k : kTypes)
+    if (k.dtype == t.scalar_type()) code = k.code;
+  if (code.empty())
+    throw InputError(c10::str(path, ": cannot write ", t.scalar_type(),
+                              " as .npy: NumPy has no such dtype (convert it, e.g. to float32)"));
+  const auto c = t.detach().to(at::kCPU).contiguous();
+  std::string shape = "(";
+  for (const auto d : c.sizes()) shape += std::to_string(d) + ", ";
+  if (c.dim() > 1) shape.resize(shape.size() - 2);  // (3,) for one dimension, (3, 4) for two
+  else if (c.dim() == 1) shape.resize(shape.size() - 1);
+  shape += ")";
+  std::string header = c10::str("{'descr': '", code[1] == '1' ? '|' : '<', code,
+                                "', 'fortran_order': False, 'shape': ", shape, ", }");
+  // Padded with spaces and ended by '\n' so the data starts at a multiple of 64 bytes.
+  const bool v2 = header.size() + 1 + 10 > 65535;
+  const size_t prefix = v2 ? 12 : 10;
+  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string out(kMagic);
+  out += static_cast<char>(v2 ? 2 : 1);
+  out += '\0';
+  for (size_t k = 0; k < (v2 ? 4u : 2u); ++k) out += static_cast<char>((header.size() >> (8 * k)) & 0xff);
+  out += header;
+  out.append(static_cast<const char*>(c.const_data_ptr()), c.numel() * c.element_size());
+  files::write_synced(path, out);
+}
+
+}  // namespace kiln::data
