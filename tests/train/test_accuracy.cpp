@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/fashion_mnist.h"
+#include "run_files.h"
 #include "support.h"
 #include "train_command.h"
 
@@ -19,12 +20,9 @@ TEST_CASE("the default config reaches at least 88.05% test accuracy (measured 89
   command.run_dir = dir / "run";
   REQUIRE(kiln::app::run_train(command) == 0);
 
-  std::ifstream metrics(dir / "run/metrics.jsonl");
   nlohmann::json last_test;
-  for (std::string line; std::getline(metrics, line);) {
-    const auto j = nlohmann::json::parse(line);
+  for (const auto& j : kiln::test::read_metrics(dir / "run"))
     if (j["split"] == "test") last_test = j;
-  }
   REQUIRE(last_test.contains("accuracy"));
   const double accuracy = last_test["accuracy"].get<double>();
   INFO("test accuracy " << 100 * accuracy << "% after " << last_test["step"] << " steps (epoch "

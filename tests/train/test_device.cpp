@@ -12,6 +12,7 @@
 
 #include "data/loader.h"
 #include "fake_device.h"
+#include "run_files.h"
 #include "support.h"
 #include "ops/ops.h"
 #include "train/amp.h"
@@ -51,13 +52,6 @@ kiln::train::RunSpec spec_for(const Combo& c, const std::string& device, const s
   return spec;
 }
 
-std::vector<nlohmann::json> metrics_of(const std::string& dir) {
-  std::ifstream in(dir + "/metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
 // The figures of a metrics line that do not depend on time.
 std::vector<std::pair<std::string, double>> figures(const nlohmann::json& line) {
   std::vector<std::pair<std::string, double>> out;
@@ -69,7 +63,7 @@ std::vector<std::pair<std::string, double>> figures(const nlohmann::json& line) 
 
 // Every metrics line of `actual` against `expected`, each figure within rtol.
 void require_same_metrics(const std::string& actual, const std::string& expected, double rtol) {
-  const auto a = metrics_of(actual), e = metrics_of(expected);
+  const auto a = kiln::test::read_metrics(actual), e = kiln::test::read_metrics(expected);
   REQUIRE(a.size() == e.size());
   REQUIRE(!a.empty());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -83,10 +77,6 @@ void require_same_metrics(const std::string& actual, const std::string& expected
       REQUIRE(std::abs(fa[k].second - fe[k].second) <= rtol * std::abs(fe[k].second));
     }
   }
-}
-
-std::vector<std::pair<std::string, at::Tensor>> weights_of(const std::string& checkpoint) {
-  return kiln::safetensors::load_file(checkpoint + "/model.safetensors").tensors;
 }
 
 // Trains `c` on the CPU, on the fake device, and on the fake device stopped after
@@ -123,7 +113,8 @@ void train_everywhere(const Combo& c) {
   REQUIRE(resumed.finished);
   REQUIRE(resumed.test_accuracy == straight.test_accuracy);
   REQUIRE(resumed.test_loss == straight.test_loss);
-  const auto a = weights_of(resumed.last_checkpoint), b = weights_of(straight.last_checkpoint);
+  const auto a = kiln::test::checkpoint_weights(resumed.last_checkpoint),
+             b = kiln::test::checkpoint_weights(straight.last_checkpoint);
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     INFO(a[i].first);

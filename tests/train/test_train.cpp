@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "data/fashion_mnist.h"
+#include "run_files.h"
 #include "support.h"
 #include "optim/adamw.h"
 #include "train/checkpoint.h"
@@ -19,6 +20,9 @@
 #include "util/safetensors.h"
 
 namespace {
+
+using kiln::test::read_json_lines;
+using kiln::test::read_metrics;
 
 kiln::train::RunSpec small_spec(const std::string& run_dir) {
   REQUIRE(std::filesystem::exists(kiln::data::kDefaultFashionMnistRoot));  // scripts/setup installs it
@@ -31,21 +35,10 @@ kiln::train::RunSpec small_spec(const std::string& run_dir) {
   return spec;
 }
 
-std::vector<nlohmann::json> read_json_lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
-std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
-  return read_json_lines(run_dir + "/metrics.jsonl");
-}
-
+// The weights of a checkpoint, in the file's order.
 std::vector<torch::Tensor> weights_of(const std::string& checkpoint) {
   std::vector<torch::Tensor> out;
-  for (const auto& [name, t] : kiln::safetensors::load_file(checkpoint + "/model.safetensors").tensors)
-    out.push_back(t);
+  for (const auto& [name, t] : kiln::test::checkpoint_weights(checkpoint)) out.push_back(t);
   return out;
 }
 
@@ -199,9 +192,7 @@ TEST_CASE("a bf16 run trains and every run writes memory reports", "[train][amp]
   const auto r = kiln::train::train(spec, quiet);
   REQUIRE(r.finished);
   REQUIRE(r.test_accuracy > 0.5);
-  std::ifstream in(dir / "run/memory.jsonl");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  const auto lines = read_json_lines(dir / "run/memory.jsonl");
   REQUIRE(lines.size() == 4);  // steps 10, 20, 30 and 40 (the end)
   const int64_t params = (784 * 64 + 64 + 64 * 10 + 10) * 4;
   REQUIRE(lines.back()["parameter_bytes"] == params);
@@ -271,7 +262,12 @@ TEST_CASE("resuming from an older checkpoint sets the later ones and their metri
   REQUIRE(aside.front()["step"] == 31);
   // --resume RUN now means the resumed trajectory's newest checkpoint, of step 80.
   REQUIRE(kiln::train::latest_checkpoint(dir / "run").value() == resumed.last_checkpoint);
-  REQUIRE(weights_of(resumed.last_checkpoint).size() == weights_of(straight.last_checkpoint).size());
+  // And it is the straight run's trajectory, bit for bit (the straight run's step 80
+  // is the copy set aside).
+  const auto wr = weights_of(resumed.last_checkpoint);
+  const auto ws = weights_of(dir / "run/superseded/step_000000080");
+  REQUIRE(wr.size() == ws.size());
+  for (size_t i = 0; i < wr.size(); ++i) REQUIRE(torch::equal(wr[i], ws[i]));
 
   // Resumed from step 30 once more: the second set-aside copies take new names.
   const auto twice = kiln::train::train(again, quiet);
