@@ -65,13 +65,18 @@ train::RunSpec to_spec(const Config& c) {
 // started together on one directory exactly one gets it.
 constexpr const char* kRunMarker = ".kiln-run";
 
+// Whether a run has trained in `dir` (what runs from before markers existed left).
+bool has_trained(const fs::path& dir) {
+  return fs::exists(dir / "checkpoints") || fs::exists(dir / "metrics.jsonl");
+}
+
 // Creates `dir` (and its parents) and claims it for this run; false when another
 // run holds it already (its marker, or a run from before markers existed).
 bool claim(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw InputError(dir.string() + ": cannot create the run directory: " + ec.message());
-  if (fs::exists(dir / "checkpoints") || fs::exists(dir / "metrics.jsonl")) return false;
+  if (has_trained(dir)) return false;
   const int fd = ::open((dir / kRunMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) {
     if (errno == EEXIST) return false;
@@ -153,8 +158,7 @@ int run_train(const TrainCommand& cmd) {
   } catch (...) {
     // A run that failed before it trained (bad data, a refused checkpoint) gives
     // its claim back: the directory stays usable, as it was before the claim.
-    if (cmd.resume_dir.empty() && !fs::exists(run_dir / "metrics.jsonl") &&
-        !fs::exists(run_dir / "checkpoints")) {
+    if (cmd.resume_dir.empty() && !has_trained(run_dir)) {
       std::error_code ec;
       fs::remove(run_dir / kRunMarker, ec);
     }
