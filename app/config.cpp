@@ -6,7 +6,7 @@
 
 #include <toml++/toml.h>
 
-#include "data/fashion_mnist.h"
+#include "data/dataset.h"
 #include "nn/factory.h"
 #include "optim/factory.h"
 #include "optim/schedule.h"
@@ -27,9 +27,27 @@ template <typename C, typename V>
 void for_each_key(C& c, V&& v) {
   v("run", "name", c.run.name, "run directory name under run.dir");
   v("run", "dir", c.run.dir, "parent folder of run directories");
-  v("data", "root", c.data.root, "folder with the Fashion-MNIST IDX files (.gz or plain)");
-  v("data", "train_limit", c.data.train_limit, "use the first N training images; 0 = all");
-  v("data", "test_limit", c.data.test_limit, "use the first N test images; 0 = all");
+  v("data", "format", c.data.format,
+    "idx, csv, npy or auto (idx without data.train, else by its extension)");
+  v("data", "root", c.data.root, "idx: folder with the Fashion-MNIST IDX files (.gz or plain)");
+  v("data", "train", c.data.train, "csv: the training table; npy: its inputs (.npy, or .npz with x and y)");
+  v("data", "train_targets", c.data.train_targets, "npy: the training targets (.npy)");
+  v("data", "test", c.data.test, "the test split's file, as data.train; \"\" = hold out test_fraction");
+  v("data", "test_targets", c.data.test_targets, "npy: the test targets (.npy)");
+  v("data", "test_fraction", c.data.test_fraction,
+    "share of the training rows held out (seeded by train.seed) when there is no data.test");
+  v("data", "label", c.data.label, "csv: the label (target) column");
+  v("data", "features", c.data.features, "csv: the feature columns; [] = all but the label");
+  v("data", "categorical", c.data.categorical, "csv: numeric columns to one-hot encode as categories");
+  v("data", "task", c.data.task, "auto, classification or regression");
+  v("data", "missing", c.data.missing,
+    "csv: a missing value (empty, NA, NaN, null, ?): error, drop (the row) or mean (fill in)");
+  v("data", "unseen", c.data.unseen, "csv: a category the training rows lack: error or zero");
+  v("data", "standardize", c.data.standardize,
+    "scale numeric inputs to mean 0 and deviation 1 with training statistics");
+  v("data", "delimiter", c.data.delimiter, "csv: the field delimiter");
+  v("data", "train_limit", c.data.train_limit, "use the first N training examples; 0 = all");
+  v("data", "test_limit", c.data.test_limit, "use the first N test examples; 0 = all");
   v("model", "name", c.model.name, "model to build: mlp or deep_mlp");
   v("model", "hidden", c.model.hidden, "mlp: hidden layer widths");
   v("model", "dropout", c.model.dropout, "dropout after each hidden activation, in [0, 1)");
@@ -71,7 +89,8 @@ void for_each_key(C& c, V&& v) {
   v("checkpoint", "every", c.checkpoint.every, "steps between checkpoints; 0 = at the end only");
   v("checkpoint", "keep_last", c.checkpoint.keep_last, "checkpoints to keep; 0 = all");
   v("checkpoint", "best", c.checkpoint.best,
-    "also keep the best checkpoint by test_accuracy or test_loss; \"\" = no");
+    "also keep the best checkpoint by test_loss, test_accuracy, test_rmse or test_r2; auto = "
+    "test_accuracy or test_rmse by task; \"\" = no");
   v("memory", "report_every", c.memory.report_every,
     "steps between memory reports; 0 = at the end only");
   v("memory", "fraction", c.memory.fraction,
@@ -113,6 +132,7 @@ const char* expected_name(const int64_t*) { return "an integer"; }
 const char* expected_name(const double*) { return "a number"; }
 const char* expected_name(const std::string*) { return "a string"; }
 const char* expected_name(const std::vector<int64_t>*) { return "an array of integers"; }
+const char* expected_name(const std::vector<std::string>*) { return "an array of strings"; }
 template <typename T>
 const char* expected_name(const std::optional<T>*) {
   return expected_name(static_cast<const T*>(nullptr));
@@ -157,6 +177,14 @@ bool assign(std::vector<int64_t>& field, const toml::node& node) {
   field = std::move(out);
   return true;
 }
+bool assign(std::vector<std::string>& field, const toml::node& node) {
+  const auto* arr = node.as_array();
+  if (!arr || (!arr->empty() && !arr->is_homogeneous(toml::node_type::string))) return false;
+  std::vector<std::string> out;
+  for (const auto& e : *arr) out.push_back(*e.value<std::string>());
+  field = std::move(out);
+  return true;
+}
 template <typename T>
 bool assign(std::optional<T>& field, const toml::node& node) {
   T value{};
@@ -197,7 +225,8 @@ void check_section(const std::string& section, const std::string& place) {
 template <typename T>
 std::string value_text(const T& v) {
   std::ostringstream s;
-  if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+  if constexpr (std::is_same_v<T, std::vector<int64_t>> ||
+                std::is_same_v<T, std::vector<std::string>>) {
     toml::array a;
     for (auto x : v) a.push_back(x);
     s << a;
@@ -347,6 +376,18 @@ void validate(const Config& c) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   if (c.run.name.empty() || c.run.name.find('/') != std::string::npos)
     fail("run.name", "a non-empty name without '/'", "\"" + c.run.name + "\"");
+  one_of("data.format", c.data.format, [] {
+    auto f = data::data_formats();
+    f.insert(f.begin(), "auto");
+    return f;
+  }());
+  in_range("data.test_fraction", c.data.test_fraction, 0, true, 1, true, "a fraction in (0, 1)");
+  one_of("data.task", c.data.task, {"auto", "classification", "regression"});
+  one_of("data.missing", c.data.missing, {"error", "drop", "mean"});
+  one_of("data.unseen", c.data.unseen, {"error", "zero"});
+  if (c.data.delimiter.size() != 1 || c.data.delimiter == "\"" || c.data.delimiter == "\n")
+    fail("data.delimiter", "one character other than a quote or a line end",
+         "\"" + c.data.delimiter + "\"");
   non_negative("data.train_limit", c.data.train_limit);
   non_negative("data.test_limit", c.data.test_limit);
   one_of("model.name", c.model.name, kiln::nn::model_names());
@@ -398,7 +439,8 @@ void validate(const Config& c) {
          {std::begin(train::kPrecisionNames), std::end(train::kPrecisionNames)});
   non_negative("checkpoint.every", c.checkpoint.every);
   non_negative("checkpoint.keep_last", c.checkpoint.keep_last);
-  one_of("checkpoint.best", c.checkpoint.best, {"", "test_accuracy", "test_loss"});
+  one_of("checkpoint.best", c.checkpoint.best,
+         {"auto", "", "test_loss", "test_accuracy", "test_rmse", "test_r2"});
   non_negative("memory.report_every", c.memory.report_every);
   in_range("memory.fraction", c.memory.fraction, 0, false, 1, false, "a number in [0, 1]");
   non_negative("memory.empty_cache_every", c.memory.empty_cache_every);

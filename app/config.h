@@ -21,7 +21,17 @@ struct Config {
     std::string dir = "runs";
   } run;
   struct Data {
+    std::string format = "auto";
     std::string root = default_data_root();
+    std::string train, train_targets, test, test_targets;
+    double test_fraction = 0.2;
+    std::string label;
+    std::vector<std::string> features, categorical;
+    std::string task = "auto";
+    std::string missing = "error";
+    std::string unseen = "error";
+    bool standardize = true;
+    std::string delimiter = ",";
     int64_t train_limit = 0;
     int64_t test_limit = 0;
   } data;
@@ -61,7 +71,7 @@ struct Config {
   struct Checkpoint {
     int64_t every = 0;
     int64_t keep_last = 3;
-    std::string best = "test_accuracy";
+    std::string best = "auto";
   } checkpoint;
   struct Memory {
     int64_t report_every = 0;

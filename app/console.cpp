@@ -17,6 +17,19 @@ std::string format_duration(double s) {
   return buf;
 }
 
+std::string format_metrics(const std::map<std::string, double>& metrics) {
+  std::string out;
+  char buf[64];
+  for (const char* name : {"accuracy", "rmse", "r2"}) {
+    const auto it = metrics.find(name);
+    if (it == metrics.end()) continue;
+    if (it->first == "accuracy") std::snprintf(buf, sizeof buf, "test_accuracy %.2f%%", 100.0 * it->second);
+    else std::snprintf(buf, sizeof buf, "test_%s %.4g", name, it->second);
+    out += (out.empty() ? "" : "  ") + std::string(buf);
+  }
+  return out;
+}
+
 ConsoleObserver::ConsoleObserver(bool live) : live_(live) {}
 
 void ConsoleObserver::clear_bar() {
@@ -47,12 +60,12 @@ void ConsoleObserver::on_step(const train::StepReport& r) {
 
 void ConsoleObserver::on_eval(const train::EvalReport& r) {
   clear_bar();
-  std::printf(
-      "epoch %lld/%lld  step %lld  train_loss %.4f  test_loss %.4f  test_accuracy %.2f%%  "
-      "%.0f samples/s  elapsed %s  ETA %s\n",
-      static_cast<long long>(r.epoch), static_cast<long long>(r.epochs),
-      static_cast<long long>(r.step), r.train_loss, r.loss, 100.0 * r.accuracy, r.samples_per_s,
-      format_duration(r.elapsed_s).c_str(), format_duration(r.eta_s).c_str());
+  std::printf("epoch %lld/%lld  step %lld  train_loss %.4f  test_loss %.4f  %s  %.0f samples/s  "
+              "elapsed %s  ETA %s\n",
+              static_cast<long long>(r.epoch), static_cast<long long>(r.epochs),
+              static_cast<long long>(r.step), r.train_loss, r.loss,
+              format_metrics(r.metrics).c_str(), r.samples_per_s,
+              format_duration(r.elapsed_s).c_str(), format_duration(r.eta_s).c_str());
   std::fflush(stdout);
 }
 

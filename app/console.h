@@ -25,6 +25,10 @@ class ConsoleObserver : public train::TrainObserver {
   double last_draw_ = -1.0;
 };
 
+/// "test_accuracy 88.73%" or "test_rmse 0.5120  test_r2 0.8012", in the
+/// metrics' order (accuracy first).
+std::string format_metrics(const std::map<std::string, double>& metrics);
+
 /// "1m05s" style durations.
 std::string format_duration(double seconds);
 

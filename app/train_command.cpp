@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <csignal>
@@ -25,10 +26,28 @@ namespace {
 
 train::RunSpec to_spec(const Config& c) {
   train::RunSpec spec;
-  spec.data.root(c.data.root).train_limit(c.data.train_limit).test_limit(c.data.test_limit);
+  spec.data.format(c.data.format)
+      .root(c.data.root)
+      .train(c.data.train)
+      .train_targets(c.data.train_targets)
+      .test(c.data.test)
+      .test_targets(c.data.test_targets)
+      .test_fraction(c.data.test_fraction)
+      .label(c.data.label)
+      .features(c.data.features)
+      .categorical(c.data.categorical)
+      .task(c.data.task)
+      .missing(c.data.missing)
+      .unseen(c.data.unseen)
+      .standardize(c.data.standardize)
+      .delimiter(c.data.delimiter)
+      .train_limit(c.data.train_limit)
+      .test_limit(c.data.test_limit)
+      .seed(static_cast<uint64_t>(c.train.seed));
   spec.model.name = c.model.name;
-  spec.model.mlp = nn::MlpOptions(784, c.model.hidden, 10).dropout(c.model.dropout);
-  spec.model.deep_mlp = nn::DeepMlpOptions(784, 10)
+  // The input and output sizes come from the data (lib/train sizes the model to it).
+  spec.model.mlp = nn::MlpOptions(1, c.model.hidden, 1).dropout(c.model.dropout);
+  spec.model.deep_mlp = nn::DeepMlpOptions(1, 1)
                             .layers(c.model.depth)
                             .width(c.model.width)
                             .activation(c.model.activation)
@@ -120,6 +139,11 @@ int run_train(const TrainCommand& cmd) {
   }
   for (const auto& o : cmd.overrides) apply_override(config, o);
   validate(config);
+  // Data paths as given on this command line, made absolute in the run's config.toml,
+  // so `--resume` from another directory reads the same files.
+  for (auto* path : {&config.data.root, &config.data.train, &config.data.train_targets,
+                     &config.data.test, &config.data.test_targets})
+    if (!path->empty() && fs::path(*path).is_relative()) *path = fs::absolute(*path).lexically_normal().string();
   try {  // the device exists (lib/train resolves it again when the run starts)
     train::resolve_device(config.train.device);
   } catch (const InputError& e) {
@@ -174,11 +198,25 @@ int run_train(const TrainCommand& cmd) {
   const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
                     : result.finished     ? nullptr
                                           : "train.max_steps";
-  if (result.evaluated)
-    std::printf("%s test accuracy %.2f%% (test loss %.4f) after %lld steps, %s; checkpoint %s\n",
-                why ? "last" : "final", 100.0 * result.test_accuracy, result.test_loss,
+  if (result.evaluated) {
+    const auto& m = result.metrics;
+    char measured[96];
+    if (m.count("accuracy"))
+      std::snprintf(measured, sizeof measured, "test accuracy %.2f%%", 100.0 * m.at("accuracy"));
+    else
+      std::snprintf(measured, sizeof measured, "test RMSE %.4g, R² %.4f", m.at("rmse"), m.at("r2"));
+    std::printf("%s %s (test loss %.4f) after %lld steps, %s; checkpoint %s\n",
+                why ? "last" : "final", measured, result.test_loss,
                 static_cast<long long>(result.steps), format_duration(result.seconds).c_str(),
                 result.last_checkpoint.c_str());
+    if (!result.per_class_accuracy.empty()) {
+      std::printf("test accuracy by class:");
+      for (const auto& [name, acc] : result.per_class_accuracy)
+        if (std::isnan(acc)) std::printf("  %s -", name.c_str());
+        else std::printf("  %s %.1f%%", name.c_str(), 100.0 * acc);
+      std::printf("\n");
+    }
+  }
   if (why)
     std::printf("stopped after %lld steps (%s), %s; continue with: kiln train --resume %s\n",
                 static_cast<long long>(result.steps), why, format_duration(result.seconds).c_str(),

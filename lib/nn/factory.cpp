@@ -12,6 +12,11 @@ const std::vector<std::string>& model_names() {
   return names;
 }
 
+void fit_to_data(ModelSpec& spec, int64_t in_features, int64_t outputs) {
+  spec.mlp.in_features(in_features).out_features(outputs);
+  spec.deep_mlp.in_features(in_features).out_features(outputs);
+}
+
 torch::nn::AnyModule make_model(const ModelSpec& spec) {
   if (spec.name == "mlp") return torch::nn::AnyModule(Mlp(spec.mlp));
   if (spec.name == "deep_mlp") return torch::nn::AnyModule(DeepMlp(spec.deep_mlp));

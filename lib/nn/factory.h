@@ -18,6 +18,11 @@ struct ModelSpec {
   DeepMlpOptions deep_mlp{784, 10};
 };
 
+/// Sizes the models' input and output to a data set: `in_features` values per
+/// example (its input shape, flattened) and `outputs` logits or regression targets.
+/// Example: kiln::nn::fit_to_data(spec, 784, 10);
+void fit_to_data(ModelSpec& spec, int64_t in_features, int64_t outputs);
+
 /// The model names make_model knows, in order: mlp, deep_mlp.
 const std::vector<std::string>& model_names();
 

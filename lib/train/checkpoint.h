@@ -80,6 +80,15 @@ class Checkpointer {
   /// is a TORCH_CHECK error.
   void add_part(StatePart part);
 
+  /// A text file (e.g. "data.json") written into every later checkpoint and listed
+  /// in its manifest with size and CRC-32; a reserved or repeated name is a
+  /// TORCH_CHECK error. Read it back with read_checkpoint_file().
+  void add_file(std::string name, std::string text);
+
+  /// An entry of model.safetensors' "__metadata__" in every later checkpoint, so a
+  /// reader of the weights alone finds it (e.g. {"kiln.data", schema JSON}).
+  void add_model_metadata(std::string key, std::string value);
+
   /// Writes the checkpoint of `position.step` into a temporary directory beside
   /// it, fsyncs every file and the directory, renames it into place (atomically
   /// replacing one of the same step) and fsyncs the parent; then removes
@@ -104,7 +113,15 @@ class Checkpointer {
   torch::optim::Optimizer& optimizer_;
   CheckpointOptions options_;
   std::vector<StatePart> parts_;
+  std::vector<std::pair<std::string, std::string>> files_;
+  std::map<std::string, std::string> model_metadata_;
 };
+
+/// The file `file` of checkpoint `dir`, checked against the manifest's size and
+/// CRC-32 (kiln::InputError when it differs); nullopt when the manifest lists no
+/// such file (a checkpoint from before it was written).
+/// Example: auto schema = kiln::train::read_checkpoint_file(dir, "data.json");
+std::optional<std::string> read_checkpoint_file(const std::string& dir, const std::string& file);
 
 /// A complete checkpoint's manifest: its step and the metrics saved with it.
 struct CheckpointInfo {
@@ -120,6 +137,13 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir);
 /// The newest complete checkpoint of a run (highest step), if any.
 /// Example: if (auto dir = kiln::train::latest_checkpoint("runs/x")) …
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
+
+/// Checks a checkpoint the way load() does before it restores anything, without a
+/// model: a kiln manifest, and every file it lists (model, optimizer, trainer, config,
+/// parts and any other) present with the size and CRC-32 it records. Anything wrong
+/// throws kiln::InputError naming the file; returns the checkpoint's step.
+/// Example: const int64_t step = kiln::train::verify_checkpoint("runs/x/checkpoints/step_000000032");
+int64_t verify_checkpoint(const std::string& checkpoint_dir);
 
 /// The checkpoint with the best value of `metric` (the earliest on a tie), if
 /// any checkpoint recorded it.

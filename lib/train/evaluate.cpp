@@ -1,34 +1,71 @@
-// evaluate(): sums per-example losses and hits in double so the result does not
-// depend on the batch size.
+// evaluate(): sums per-example losses, hits and squared errors in double so the
+// result does not depend on the batch size.
 #include "train/evaluate.h"
 
 #include <torch/nn/functional/loss.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <limits>
+
 namespace kiln::train {
+
+const std::vector<std::string>& task_metrics(data::Task task) {
+  static const std::vector<std::string> classification = {"accuracy"}, regression = {"rmse", "r2"};
+  return task == data::Task::kRegression ? regression : classification;
+}
+
+bool higher_is_better(const std::string& name) { return name == "accuracy" || name == "r2"; }
 
 EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
                     const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
-                    const at::Device& device) {
+                    const at::Device& device, const data::DataSchema& schema) {
+  namespace F = torch::nn::functional;
   torch::NoGradGuard no_grad;
   const int64_t n = x.size(0);
+  const bool regression = schema.task == data::Task::kRegression;
+  const int64_t k = schema.outputs;
   double loss_sum = 0.0;
-  int64_t hits = 0;
+  // classification: hits and examples per class; regression: per target, the sums
+  // of squared errors, of targets and of squared targets (standardised units).
+  auto hits = at::zeros({k}, at::kDouble), counts = at::zeros({k}, at::kDouble);
+  auto sse = at::zeros({k}, at::kDouble), sum_y = at::zeros({k}, at::kDouble),
+       sum_y2 = at::zeros({k}, at::kDouble);
   for (int64_t start = 0; start < n; start += batch_size) {
     const int64_t len = std::min(batch_size, n - start);
     const auto xb = x.narrow(0, start, len).to(device);
     const auto yb = y.narrow(0, start, len).to(device);
-    const auto logits = forward(xb);  // (B, C)
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits.to(at::kFloat), yb,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
-    hits += logits.argmax(1).eq(yb).sum().item<int64_t>();
+    const auto out = forward(xb).to(at::kFloat);  // (B, k)
+    if (regression) {
+      const auto err = (out - yb).to(at::kDouble);  // (B, k)
+      sse += err.square().sum(0).cpu();
+      sum_y += yb.to(at::kDouble).sum(0).cpu();
+      sum_y2 += yb.to(at::kDouble).square().sum(0).cpu();
+      loss_sum += err.square().mean(1).sum().item<double>();
+    } else {
+      loss_sum += F::cross_entropy(out, yb, F::CrossEntropyFuncOptions().reduction(torch::kSum))
+                      .item<double>();
+      const auto hit = out.argmax(1).eq(yb).to(at::kDouble);
+      hits.index_add_(0, yb.cpu(), hit.cpu());
+      counts.index_add_(0, yb.cpu(), at::ones({len}, at::kDouble));
+    }
   }
   EvalResult r;
   r.examples = n;
   r.loss = n ? loss_sum / n : 0.0;
-  r.accuracy = n ? static_cast<double>(hits) / n : 0.0;
+  if (n == 0) return r;
+  if (regression) {
+    // Back in the targets' units: an error of e standardised units is e·std.
+    const auto sd = at::tensor(schema.target_std, at::kDouble);
+    r.metrics["rmse"] = std::sqrt((sse * sd.square()).sum().item<double>() / (n * k));
+    const auto sst = sum_y2 - sum_y.square() / n;  // Σ(y − ȳ)², per target
+    const auto r2 = 1.0 - sse / sst.clamp_min(std::numeric_limits<double>::min());
+    r.metrics["r2"] = r2.mean().item<double>();
+  } else {
+    r.metrics["accuracy"] = hits.sum().item<double>() / n;
+    const auto per = hits / counts;  // 0/0 = NaN: no example of that class
+    r.per_class_accuracy.assign(per.data_ptr<double>(), per.data_ptr<double>() + k);
+  }
   return r;
 }
 

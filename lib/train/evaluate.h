@@ -1,21 +1,41 @@
-// Loss and accuracy of a classifier over a whole data set, in eval mode and
-// without autograd.
+// A model's loss and metrics over a whole data set, in eval mode and without
+// autograd: accuracy (and per class) for classifiers, RMSE and R² in the targets'
+// own units for regression.
 #pragma once
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
 
 namespace kiln::train {
 
 struct EvalResult {
-  double loss = 0.0;      // mean cross-entropy over all examples
-  double accuracy = 0.0;  // fraction in 0..1
+  /// Mean cross-entropy (classification) or mean squared error of the standardised
+  /// targets (regression, the training loss) over all examples.
+  double loss = 0.0;
   int64_t examples = 0;
+  /// classification: "accuracy" (0..1); regression: "rmse" (the targets' units,
+  /// over every target) and "r2" (the mean over targets of 1 − SSE/SST).
+  std::map<std::string, double> metrics;
+  /// classification: the accuracy of each class (NaN for a class with no example).
+  std::vector<double> per_class_accuracy;
 };
 
-/// forward: (B, …) → logits (B, C). Example: evaluate(fwd, x_test, y_test, 1000, device)
+/// The metric names evaluate() gives for a task, the first the one a run reports
+/// first: accuracy; rmse, r2.
+const std::vector<std::string>& task_metrics(data::Task task);
+
+/// Whether a larger value of metric `name` (loss, accuracy, rmse, r2) is better.
+bool higher_is_better(const std::string& name);
+
+/// forward: (B, …) → (B, outputs). x and y as data::Dataset holds them.
+/// Example: evaluate(fwd, test.x, test.y, 1000, device, data.schema)
 EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
                     const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
-                    const at::Device& device);
+                    const at::Device& device, const data::DataSchema& schema);
 
 }  // namespace kiln::train

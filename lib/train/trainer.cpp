@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/fashion_mnist.h"
+#include "data/dataset.h"
 #include "data/loader.h"
 #include "ops/ops.h"
 #include "optim/clip.h"
@@ -71,7 +71,8 @@ class Run {
   TrainObserver& observer_;
   torch::Device device_;
   PrecisionPlan plan_;
-  at::Tensor x_train_, y_train_, x_test_, y_test_;
+  data::Data data_;
+  std::string best_metric_;
   std::optional<data::BatchLoader> loader_;
   torch::nn::AnyModule model_;
   std::shared_ptr<torch::nn::Module> module_;
@@ -107,22 +108,33 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     if (spec.memory.history()) record_cuda_memory_history(true);
   }
 
-  // Data: normalised with the training set's own statistics.
-  const auto train_set = data::load_fashion_mnist(spec.data.root(), data::Split::kTrain,
-                                                  spec.data.train_limit());
-  const auto test_set =
-      data::load_fashion_mnist(spec.data.root(), data::Split::kTest, spec.data.test_limit());
-  const auto norm = data::pixel_statistics(train_set.images);
-  x_train_ = data::normalize_images(train_set.images, norm).to(device_);  // (N, 784)
-  y_train_ = train_set.labels.to(device_);                                // (N)
-  x_test_ = data::normalize_images(test_set.images, norm).to(device_);
-  y_test_ = test_set.labels.to(device_);
-  loader_.emplace(x_train_, y_train_, opt_.batch_size(), /*shuffle=*/true, opt_.seed());
+  // Data, with the input transform fitted on the training split; a resumed run
+  // applies the one its checkpoint saved (data.json), even if the files changed.
+  std::optional<data::DataSchema> saved;
+  if (!spec.resume_checkpoint.empty())
+    if (const auto text = read_checkpoint_file(spec.resume_checkpoint, kDataFile)) {
+      const auto path = (fs::path(spec.resume_checkpoint) / kDataFile).string();
+      const auto j = nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded()) throw InputError(c10::str(path, ": expected JSON, found none"));
+      saved = data::DataSchema::from_json(j, path);
+    }
+  data_ = data::load_data(spec.data, saved ? &*saved : nullptr);
+  data_.train.x = data_.train.x.to(device_);  // (N, …)
+  data_.train.y = data_.train.y.to(device_);  // (N) class ids or (N, outputs) targets
+  data_.test.x = data_.test.x.to(device_);
+  data_.test.y = data_.test.y.to(device_);
+  const auto& schema = data_.schema;
+  result_.schema = schema;
+  loader_.emplace(data_.train.x, data_.train.y, opt_.batch_size(), /*shuffle=*/true, opt_.seed());
   batches_ = loader_->size();
   total_steps_ = opt_.epochs() * batches_;
   if (opt_.max_steps() > 0) total_steps_ = std::min(total_steps_, opt_.max_steps());
 
-  model_ = nn::make_model(spec.model);
+  auto model_spec = spec.model;
+  int64_t in_features = 1;
+  for (const int64_t d : schema.input_shape) in_features *= d;
+  nn::fit_to_data(model_spec, in_features, schema.outputs);
+  model_ = nn::make_model(model_spec);
   module_ = model_.ptr();
   module_->to(device_);
   // Muon orthogonalises hidden matrices only: the output head the model names goes
@@ -134,12 +146,32 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.
   schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
-  const auto& best = spec.checkpoint.best();
-  checkpointer_.emplace(spec.run_dir, *module_, *optimizer_,
-                        CheckpointOptions()
-                            .keep_last(spec.checkpoint.keep_last())
-                            .best_metric(best)
-                            .best_mode(best == "test_loss" ? MetricMode::kMin : MetricMode::kMax));
+  best_metric_ = spec.checkpoint.best();
+  {
+    const auto& names = task_metrics(schema.task);
+    if (best_metric_ == "auto") best_metric_ = "test_" + names[0];
+    std::string valid = "test_loss";
+    bool known = best_metric_.empty() || best_metric_ == valid;
+    for (const auto& m : names) {
+      valid += ", test_" + m;
+      known = known || best_metric_ == "test_" + m;
+    }
+    if (!known)
+      throw InputError(c10::str("checkpoint.best: expected one of ", valid, " (the metrics of ",
+                                data::task_name(schema.task), "), auto or \"\", found \"",
+                                spec.checkpoint.best(), "\""));
+  }
+  checkpointer_.emplace(
+      spec.run_dir, *module_, *optimizer_,
+      CheckpointOptions()
+          .keep_last(spec.checkpoint.keep_last())
+          .best_metric(best_metric_)
+          .best_mode(!best_metric_.empty() && higher_is_better(best_metric_.substr(5))
+                         ? MetricMode::kMax
+                         : MetricMode::kMin));
+  const std::string schema_json = schema.to_json().dump(2) + "\n";
+  checkpointer_->add_file(kDataFile, schema_json);
+  checkpointer_->add_model_metadata("kiln.data", schema.to_json().dump());
   checkpointer_->add_part({"schedule", [this](auto& ar) { schedule_->save(ar); },
                            [this](auto& ar) { schedule_->load(ar); }});
   checkpointer_->add_part({"scaler", [this](auto& ar) { scaler_.save(ar); },
@@ -169,7 +201,10 @@ void Run::step(const data::Batch& batch) {
     at::Tensor part;
     {
       AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
-      part = kiln::ops::cross_entropy(model_.forward(xs[i]), ys[i]);
+      const auto out = model_.forward(xs[i]);
+      part = data_.schema.task == data::Task::kRegression
+                 ? at::mse_loss(out.to(at::kFloat), ys[i])  // standardised targets
+                 : kiln::ops::cross_entropy(out, ys[i]);
     }
     probe.forward_done();
     const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
@@ -203,24 +238,43 @@ void Run::step(const data::Batch& batch) {
 
 void Run::evaluate_now() {
   module_->eval();
-  const auto ev = evaluate([this](const at::Tensor& x) { return forward(x); }, x_test_, y_test_,
-                           opt_.eval_batch_size(), device_);
+  const auto ev = evaluate([this](const at::Tensor& x) { return forward(x); }, data_.test.x,
+                           data_.test.y, opt_.eval_batch_size(), device_, data_.schema);
   module_->train();
   const double elapsed = seconds_since(start_);
   const int64_t done = pos_.step - result_.resumed_from;
   EvalReport e{pos_.step, pos_.epoch + 1, opt_.epochs(),
                pos_.steps_since_eval ? pos_.loss_since_eval / pos_.steps_since_eval : 0.0, ev.loss,
-               ev.accuracy, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
+               ev.metrics, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
                done > 0 ? elapsed / done * (total_steps_ - pos_.step) : 0.0};
-  metrics_->write({{"split", "test"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
-                   {"loss", ev.loss}, {"accuracy", ev.accuracy}, {"train_loss", e.train_loss},
-                   {"samples_per_s", e.samples_per_s}, {"elapsed_s", elapsed}});
+  nlohmann::ordered_json line = {{"split", "test"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
+                                 {"loss", ev.loss}};
+  std::string logged;
+  for (const auto& name : task_metrics(data_.schema.task)) {
+    line[name] = ev.metrics.at(name);
+    logged += c10::str(" test_", name, " ", ev.metrics.at(name));
+  }
+  line["train_loss"] = e.train_loss;
+  line["samples_per_s"] = e.samples_per_s;
+  line["elapsed_s"] = elapsed;
+  // The run's last evaluation also breaks accuracy down by class.
+  result_.per_class_accuracy.clear();
+  if (!ev.per_class_accuracy.empty() && pos_.epoch + 1 == opt_.epochs() && pos_.batch == batches_) {
+    nlohmann::ordered_json per;
+    for (size_t c = 0; c < ev.per_class_accuracy.size(); ++c) {
+      const double a = ev.per_class_accuracy[c];
+      per[data_.schema.classes[c]] = std::isnan(a) ? nlohmann::ordered_json() : nlohmann::ordered_json(a);
+      result_.per_class_accuracy.emplace_back(data_.schema.classes[c], a);
+    }
+    line["per_class_accuracy"] = per;
+  }
+  metrics_->write(line);
   log::info(c10::str("epoch ", pos_.epoch + 1, "/", opt_.epochs(), " step ", pos_.step,
-                     " train_loss ", e.train_loss, " test_loss ", ev.loss, " test_accuracy ",
-                     ev.accuracy));
+                     " train_loss ", e.train_loss, " test_loss ", ev.loss, logged));
   observer_.on_eval(e);
   result_.test_loss = ev.loss;
-  result_.test_accuracy = ev.accuracy;
+  result_.metrics = ev.metrics;
+  result_.test_accuracy = ev.metrics.count("accuracy") ? ev.metrics.at("accuracy") : 0.0;
   result_.evaluated = true;
   evaluated_step_ = pos_.step;
   pos_.loss_since_eval = 0.0;
@@ -231,7 +285,10 @@ void Run::save(bool with_metrics) {
   if (saved_step_ == pos_.step) return;
   Metrics metrics;
   if (with_metrics && evaluated_step_ == pos_.step)
-    metrics = {{"test_accuracy", result_.test_accuracy}, {"test_loss", result_.test_loss}};
+  {
+    metrics = {{"test_loss", result_.test_loss}};
+    for (const auto& [name, value] : result_.metrics) metrics["test_" + name] = value;
+  }
   result_.last_checkpoint = checkpointer_->save(pos_, spec_.config_toml, metrics);
   saved_step_ = pos_.step;
   log::info(c10::str("checkpoint ", result_.last_checkpoint));
@@ -256,6 +313,10 @@ TrainResult Run::run() {
     std::ofstream out(path, std::ios::trunc);
     out << spec_.config_toml;
     if (!out) throw InputError(c10::str(path.string(), ": cannot write"));
+    const auto data_path = fs::path(spec_.run_dir) / kDataFile;
+    std::ofstream data_out(data_path, std::ios::trunc);
+    data_out << data_.schema.to_json().dump(2) << "\n";
+    if (!data_out) throw InputError(c10::str(data_path.string(), ": cannot write"));
   }
   // Resumed from an older checkpoint than the newest: what the run wrote after it
   // belongs to another trajectory and is set aside, so the run holds one.
@@ -267,8 +328,9 @@ TrainResult Run::run() {
   }
   {
     std::ostringstream s;
-    s << *module_ << " | " << x_train_.size(0) << " train / " << x_test_.size(0)
-      << " test images, " << batches_ << " batches of " << opt_.batch_size() << " per epoch";
+    s << *module_ << " | " << data_.schema.format << " data, " << data::task_name(data_.schema.task)
+      << ", " << data_.train.size() << " train / " << data_.test.size() << " test examples, "
+      << batches_ << " batches of " << opt_.batch_size() << " per epoch";
     if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
     s << ", " << spec_.optim.name << ", " << plan_.name << ", " << at::get_num_threads()
       << " threads, device " << device_;
@@ -318,7 +380,7 @@ TrainResult Run::run() {
       const bool epoch_end = pos_.batch == batches_;
       if (opt_.eval_every() > 0 && pos_.step % opt_.eval_every() == 0 && !epoch_end) {
         evaluate_now();
-        if (!spec_.checkpoint.best().empty()) save(true);
+        if (!best_metric_.empty()) save(true);
       }
       if (spec_.checkpoint.every() > 0 && pos_.step % spec_.checkpoint.every() == 0) save(true);
       const auto& mem = spec_.memory;
@@ -338,7 +400,7 @@ TrainResult Run::run() {
     }
     if (pos_.batch < batches_) break;  // stopped mid-epoch: no evaluation
     evaluate_now();
-    if (!spec_.checkpoint.best().empty()) save(true);
+    if (!best_metric_.empty()) save(true);
   }
 
   result_.finished = pos_.epoch >= opt_.epochs();

@@ -3,10 +3,11 @@
 // checkpoints, interruption. It reports progress to an observer and never prints;
 // the app decides what the console shows.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 
-#include "data/fashion_mnist.h"
+#include "data/dataset.h"
 #include "nn/factory.h"
 #include "optim/factory.h"
 #include "train/checkpoint.h"
@@ -53,8 +54,11 @@ struct CheckpointSpec {
   /// a best metric is kept).
   TORCH_ARG(int64_t, every) = 0;
   TORCH_ARG(int64_t, keep_last) = 3;
-  /// "test_accuracy" (higher is better), "test_loss" (lower) or "" (none).
-  TORCH_ARG(std::string, best) = "test_accuracy";
+  /// The test metric that names the best checkpoint: test_loss, or one the task
+  /// reports (test_accuracy; test_rmse, test_r2), better being higher for accuracy
+  /// and R², lower for loss and RMSE; "auto" is the task's first (test_accuracy,
+  /// test_rmse); "" keeps none.
+  TORCH_ARG(std::string, best) = "auto";
 };
 
 struct MemoryOptions {
@@ -68,12 +72,11 @@ struct MemoryOptions {
   TORCH_ARG(bool, history) = false;
 };
 
-struct DataOptions {
-  TORCH_ARG(std::string, root) = data::kDefaultFashionMnistRoot;
-  /// Keep only the first N training / test examples; 0 keeps all.
-  TORCH_ARG(int64_t, train_limit) = 0;
-  TORCH_ARG(int64_t, test_limit) = 0;
-};
+using data::DataOptions;
+
+/// The data schema's file (data::DataSchema as JSON) in a run directory and in
+/// every checkpoint; model.safetensors carries it too, as metadata "kiln.data".
+inline constexpr const char* kDataFile = "data.json";
 
 struct RunSpec {
   std::string run_dir;
@@ -100,7 +103,10 @@ struct StepReport {
 struct EvalReport {
   int64_t step, epoch, epochs;  // epoch 1-based
   double train_loss;            // mean over the steps since the last evaluation
-  double loss, accuracy, samples_per_s, elapsed_s, eta_s;
+  double loss;                  // test loss
+  /// The task's test metrics by name (evaluate.h): accuracy; rmse, r2.
+  std::map<std::string, double> metrics;
+  double samples_per_s, elapsed_s, eta_s;
 };
 
 struct TrainResult {
@@ -109,7 +115,13 @@ struct TrainResult {
   /// Checkpoints of later steps set aside because the run resumed from an older
   /// one (set_aside_after, RUN/superseded/).
   int64_t superseded_checkpoints = 0;
-  double test_loss = 0.0, test_accuracy = 0.0, seconds = 0.0;
+  double test_loss = 0.0, test_accuracy = 0.0, seconds = 0.0;  // accuracy: classification
+  /// The last evaluation's metrics by name (accuracy; rmse, r2) and, for a classifier
+  /// that finished, the accuracy of each class by name.
+  std::map<std::string, double> metrics;
+  std::vector<std::pair<std::string, double>> per_class_accuracy;
+  /// What the run trained on: task, shapes, classes, input transform.
+  data::DataSchema schema;
   std::string last_checkpoint;
   bool finished = false;   // all epochs done (false when max_steps or a signal stopped it)
   bool evaluated = false;  // test_loss/test_accuracy hold an evaluation of this run

@@ -1,0 +1,427 @@
+// table_data(): picks the columns, decides each one's kind and the task, sets
+// missing values aside, splits, fits on the training rows and encodes both splits.
+#include "data/tabular.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "util/error.h"
+
+namespace kiln::data {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string_view trim(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+// What pandas and R write for "no value" (and UCI's "?").
+bool is_missing(std::string_view v) {
+  v = trim(v);
+  for (const char* na : {"", "NA", "N/A", "NaN", "nan", "null", "NULL", "None", "?"})
+    if (v == na) return true;
+  return false;
+}
+
+std::optional<double> parse_number(std::string_view v) {
+  v = trim(v);
+  if (!v.empty() && v.front() == '+') v.remove_prefix(1);
+  double out = 0.0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty() || !std::isfinite(out))
+    return std::nullopt;
+  return out;
+}
+
+// "FILE: line L, column C (NAME)".
+std::string where(const CsvTable& t, int64_t row, int64_t col) {
+  return c10::str(t.path, ": line ", t.lines[static_cast<size_t>(row)], ", column ", col + 1,
+                  " (", t.header[static_cast<size_t>(col)], ")");
+}
+
+std::string column_list(const CsvTable& t) {
+  std::string s;
+  for (const auto& h : t.header) s += (s.empty() ? "" : ", ") + h;
+  return s;
+}
+
+int64_t column_index(const CsvTable& t, const std::string& name, const std::string& key) {
+  const auto it = std::find(t.header.begin(), t.header.end(), name);
+  if (it == t.header.end())
+    throw InputError(c10::str(t.path, ": ", key, ": expected one of the columns (",
+                              column_list(t), "), found '", name, "'"));
+  return it - t.header.begin();
+}
+
+enum class Missing { kError, kDrop, kMean };
+
+Missing missing_mode(const std::string& s) {
+  if (s == "error") return Missing::kError;
+  if (s == "drop") return Missing::kDrop;
+  if (s == "mean") return Missing::kMean;
+  throw InputError(c10::str("data.missing: expected error, drop or mean, found '", s, "'"));
+}
+
+// One feature column: its name, kind and fitted statistics.
+struct Feature {
+  std::string name;
+  bool categorical = false;
+  double mean = 0.0, stddev = 1.0;
+  std::vector<std::string> categories;
+  int64_t width() const { return categorical ? static_cast<int64_t>(categories.size()) : 1; }
+};
+
+// A column is numeric when every value present parses as a number, categorical when
+// none does (or the user says so); a mix is a bad value in a numeric column.
+bool decide_categorical(const CsvTable& t, int64_t col, bool forced) {
+  if (forced) return true;
+  int64_t first_number = -1, first_text = -1;
+  for (int64_t r = 0; r < t.rows() && (first_number < 0 || first_text < 0); ++r) {
+    const auto v = t.at(r, col);
+    if (is_missing(v)) continue;
+    if (parse_number(v)) {
+      if (first_number < 0) first_number = r;
+    } else if (first_text < 0) {
+      first_text = r;
+    }
+  }
+  if (first_number >= 0 && first_text >= 0)
+    throw InputError(c10::str(where(t, first_text, col), ": expected a number (the column holds "
+                              "numbers, as on line ", t.lines[first_number], "), found '",
+                              t.at(first_text, col), "'; list the column in data.categorical to "
+                              "one-hot encode it as text"));
+  return first_text >= 0;
+}
+
+class TableEncoder {
+ public:
+  TableEncoder(std::vector<Feature> features, DataSchema schema, const DataOptions& options)
+      : features_(std::move(features)), schema_(std::move(schema)), options_(options) {
+    for (const auto& f : features_) width_ += f.width();
+    for (size_t i = 0; i < schema_.classes.size(); ++i)
+      class_ids_[schema_.classes[i]] = static_cast<int64_t>(i);
+    zero_unseen_ = options.unseen() == "zero";
+  }
+
+  int64_t width() const { return width_; }
+
+  // x: (rows, width) float32; y: (rows) int64 or (rows, 1) float32 standardised.
+  Dataset encode(const CsvTable& t, const std::vector<int64_t>& rows,
+                 const std::vector<int64_t>& cols, int64_t label_col) const {
+    const auto n = static_cast<int64_t>(rows.size());
+    auto x = at::zeros({n, width_}, at::kFloat);
+    const bool regression = schema_.task == Task::kRegression;
+    auto y = regression ? at::empty({n, 1}, at::kFloat) : at::empty({n}, at::kLong);
+    float* xp = x.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = rows[static_cast<size_t>(i)];
+      float* out = xp + i * width_;
+      for (size_t f = 0; f < features_.size(); ++f) {
+        const Feature& feat = features_[f];
+        const int64_t c = cols[f];
+        const auto v = t.at(r, c);
+        if (feat.categorical) {
+          if (!is_missing(v)) {
+            const auto key = trim(v);
+            const auto it = std::lower_bound(feat.categories.begin(), feat.categories.end(), key);
+            if (it != feat.categories.end() && *it == key) {
+              out[it - feat.categories.begin()] = 1.0f;
+            } else if (!zero_unseen_) {
+              throw InputError(c10::str(where(t, r, c), ": the category '", key, "' is not one of "
+                                        "the training split's ", feat.categories.size(),
+                                        " (", preview(feat.categories), "); set data.unseen = "
+                                        "\"zero\" to encode it as an all-zero row"));
+            }
+          }
+          out += feat.width();
+          continue;
+        }
+        double value = feat.mean;  // a missing value that got past the missing check: "mean"
+        if (!is_missing(v)) {
+          const auto parsed = parse_number(v);
+          if (!parsed)
+            throw InputError(c10::str(where(t, r, c), ": expected a number, found '", v, "'"));
+          value = *parsed;
+        }
+        *out++ = static_cast<float>((value - feat.mean) / feat.stddev);
+      }
+      const auto label = t.at(r, label_col);
+      if (regression) {
+        const auto parsed = parse_number(label);
+        if (!parsed)
+          throw InputError(c10::str(where(t, r, label_col), ": expected a number (the regression "
+                                    "target), found '", label, "'"));
+        y.data_ptr<float>()[i] =
+            static_cast<float>((*parsed - schema_.target_mean[0]) / schema_.target_std[0]);
+      } else {
+        const auto it = class_ids_.find(std::string(trim(label)));
+        if (it == class_ids_.end())
+          throw InputError(c10::str(where(t, r, label_col), ": the class '", trim(label),
+                                    "' is not one of the training split's ",
+                                    schema_.classes.size(), " (", preview(schema_.classes), ")"));
+        y.data_ptr<int64_t>()[i] = it->second;
+      }
+    }
+    return {x, y};
+  }
+
+  static std::string preview(const std::vector<std::string>& names) {
+    std::string s;
+    for (size_t i = 0; i < names.size() && i < 8; ++i) s += (i ? ", " : "") + names[i];
+    if (names.size() > 8) s += ", …";
+    return s;
+  }
+
+ private:
+  std::vector<Feature> features_;
+  DataSchema schema_;
+  const DataOptions& options_;
+  std::map<std::string, int64_t, std::less<>> class_ids_;
+  int64_t width_ = 0;
+  bool zero_unseen_ = false;
+};
+
+// The rows whose used columns all hold values; a missing one is an error, drops the
+// row, or (kMean, features only) stays to be filled.
+std::vector<int64_t> usable_rows(const CsvTable& t, const std::vector<int64_t>& cols,
+                                 int64_t label_col, Missing mode) {
+  std::vector<int64_t> rows;
+  rows.reserve(static_cast<size_t>(t.rows()));
+  for (int64_t r = 0; r < t.rows(); ++r) {
+    bool keep = true;
+    for (size_t i = 0; i <= cols.size() && keep; ++i) {
+      const int64_t c = i < cols.size() ? cols[i] : label_col;
+      if (!is_missing(t.at(r, c))) continue;
+      const bool is_label = c == label_col;
+      if (mode == Missing::kDrop) {
+        keep = false;
+      } else if (mode == Missing::kError || is_label) {
+        throw InputError(c10::str(
+            where(t, r, c), ": expected a value, found ",
+            trim(t.at(r, c)).empty() ? std::string("an empty field") : c10::str("'", t.at(r, c), "'"),
+            is_label ? "; a row without its label can only be dropped (data.missing = \"drop\")"
+                     : "; set data.missing = \"drop\" (drop the row) or \"mean\" (fill it in)"));
+      }
+    }
+    if (keep) rows.push_back(r);
+  }
+  if (rows.empty())
+    throw InputError(c10::str(t.path, ": no row is left once rows with missing values are "
+                                      "dropped (data.missing = \"drop\")"));
+  return rows;
+}
+
+std::vector<int64_t> take(const std::vector<int64_t>& rows, const at::Tensor& idx, int64_t limit) {
+  std::vector<int64_t> out;
+  const auto* p = idx.data_ptr<int64_t>();
+  const int64_t n = limit > 0 ? std::min(limit, idx.numel()) : idx.numel();
+  for (int64_t i = 0; i < n; ++i) out.push_back(rows[static_cast<size_t>(p[i])]);
+  return out;
+}
+
+std::vector<int64_t> first(std::vector<int64_t> rows, int64_t limit) {
+  if (limit > 0 && limit < static_cast<int64_t>(rows.size())) rows.resize(static_cast<size_t>(limit));
+  return rows;
+}
+
+// The schema's features and task, fitted on `rows` of the training table.
+DataSchema fit(const CsvTable& t, const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
+               int64_t label_col, std::vector<Feature>& features, const DataOptions& o) {
+  DataSchema s;
+  s.format = "csv";
+  for (size_t f = 0; f < features.size(); ++f) {
+    Feature& feat = features[f];
+    const int64_t c = cols[f];
+    if (feat.categorical) {
+      std::set<std::string, std::less<>> seen;
+      for (const int64_t r : rows)
+        if (!is_missing(t.at(r, c))) seen.emplace(trim(t.at(r, c)));
+      feat.categories.assign(seen.begin(), seen.end());
+      continue;
+    }
+    double sum = 0.0, sq = 0.0;
+    int64_t n = 0;
+    for (const int64_t r : rows)
+      if (!is_missing(t.at(r, c)))
+        if (const auto v = parse_number(t.at(r, c))) {
+          sum += *v;
+          ++n;
+        }
+    feat.mean = n ? sum / n : 0.0;
+    for (const int64_t r : rows)
+      if (!is_missing(t.at(r, c)))
+        if (const auto v = parse_number(t.at(r, c))) sq += (*v - feat.mean) * (*v - feat.mean);
+    const double sd = n ? std::sqrt(sq / n) : 0.0;
+    feat.stddev = o.standardize() && sd > 0.0 ? sd : 1.0;
+    if (!o.standardize()) feat.mean = n ? sum / n : 0.0;  // still fills missing values
+  }
+
+  // The task: text labels are classes, fractional ones regression targets; whole
+  // numbers could be either, and the user says which.
+  bool any_text = false, any_fraction = false;
+  for (const int64_t r : rows) {
+    const auto v = parse_number(t.at(r, label_col));
+    if (!v) any_text = true;
+    else if (*v != std::floor(*v)) any_fraction = true;
+  }
+  const std::string where_label = c10::str(t.path, ": column ", label_col + 1, " (",
+                                           t.header[static_cast<size_t>(label_col)], ")");
+  if (o.task() == "regression") {
+    if (any_text) {
+      for (const int64_t r : rows)
+        if (!parse_number(t.at(r, label_col)))
+          throw InputError(c10::str(where(t, r, label_col), ": data.task is regression: expected a "
+                                    "number, found '", t.at(r, label_col), "'"));
+    }
+    s.task = Task::kRegression;
+  } else if (o.task() == "classification" || any_text) {
+    s.task = Task::kClassification;
+  } else if (any_fraction) {
+    s.task = Task::kRegression;
+  } else {
+    throw InputError(c10::str(where_label, ": the label holds whole numbers only, which may be "
+                              "classes or regression targets; set data.task = "
+                              "\"classification\" or \"regression\""));
+  }
+  if (s.task == Task::kClassification) {
+    std::set<std::string> names;
+    for (const int64_t r : rows) names.emplace(trim(t.at(r, label_col)));
+    s.classes.assign(names.begin(), names.end());
+    if (!any_text)  // numbers in numeric order: "2" before "10"
+      std::sort(s.classes.begin(), s.classes.end(), [](const auto& a, const auto& b) {
+        return *parse_number(a) < *parse_number(b);
+      });
+    if (s.classes.size() < 2)
+      throw InputError(c10::str(where_label, ": classification needs at least 2 classes, the "
+                                "training split has ", s.classes.size(), " ('",
+                                s.classes.empty() ? "" : s.classes[0], "')"));
+    s.outputs = static_cast<int64_t>(s.classes.size());
+  } else {
+    double sum = 0.0, sq = 0.0;
+    for (const int64_t r : rows) sum += *parse_number(t.at(r, label_col));
+    const double mean = sum / static_cast<double>(rows.size());
+    for (const int64_t r : rows) {
+      const double d = *parse_number(t.at(r, label_col)) - mean;
+      sq += d * d;
+    }
+    const double sd = std::sqrt(sq / static_cast<double>(rows.size()));
+    s.target_mean = {mean};
+    s.target_std = {sd > 0.0 ? sd : 1.0};
+    s.outputs = 1;
+  }
+  return s;
+}
+
+}  // namespace
+
+Data table_data(const CsvTable& train, const CsvTable* test, const DataOptions& o,
+                const DataSchema* saved) {
+  const Missing mode = missing_mode(o.missing());
+  if (o.unseen() != "error" && o.unseen() != "zero")
+    throw InputError(c10::str("data.unseen: expected error or zero, found '", o.unseen(), "'"));
+  const std::string label =
+      saved ? saved->read.value("label", std::string()) : o.label();
+  if (label.empty())
+    throw InputError(c10::str(train.path, ": data.label: expected the name of the label column, "
+                              "found none; the columns are: ", column_list(train)));
+  const int64_t label_col = column_index(train, label, "data.label");
+
+  // The features and their kinds: the saved schema's, or chosen now.
+  std::vector<Feature> features;
+  if (saved) {
+    for (const auto& c : saved->transform.at("columns")) {
+      Feature f;
+      f.name = c.at("name").get<std::string>();
+      f.categorical = c.at("kind") == "categorical";
+      if (f.categorical) {
+        f.categories = c.at("categories").get<std::vector<std::string>>();
+      } else {
+        f.mean = c.at("mean").get<double>();
+        f.stddev = c.at("std").get<double>();
+      }
+      features.push_back(std::move(f));
+    }
+  } else {
+    std::vector<std::string> names = o.features();
+    if (names.empty())
+      for (const auto& h : train.header)
+        if (h != label) names.push_back(h);
+    if (names.empty())
+      throw InputError(c10::str(train.path, ": expected feature columns besides the label '",
+                                label, "', found none"));
+    for (const auto& c : o.categorical())
+      if (std::find(names.begin(), names.end(), c) == names.end())
+        throw InputError(c10::str(train.path, ": data.categorical: '", c, "' is not a feature "
+                                  "column; the features are the columns ", column_list(train),
+                                  " less the label"));
+    for (const auto& n : names) {
+      if (n == label)
+        throw InputError(c10::str(train.path, ": data.features: the label column '", label,
+                                  "' cannot be a feature too"));
+      Feature f;
+      f.name = n;
+      const bool forced = std::find(o.categorical().begin(), o.categorical().end(), n) !=
+                          o.categorical().end();
+      f.categorical = decide_categorical(train, column_index(train, n, "data.features"), forced);
+      features.push_back(std::move(f));
+    }
+  }
+  const auto indices = [&](const CsvTable& t) {
+    std::vector<int64_t> cols;
+    for (const auto& f : features) cols.push_back(column_index(t, f.name, "a feature column"));
+    return cols;
+  };
+  const auto train_cols = indices(train);
+  const auto train_usable = usable_rows(train, train_cols, label_col, mode);
+
+  std::vector<int64_t> train_rows, test_rows;
+  if (test) {
+    train_rows = first(train_usable, o.train_limit());
+  } else {
+    const auto [tr, te] = split_indices(static_cast<int64_t>(train_usable.size()),
+                                        o.test_fraction(), o.seed(), train.path);
+    train_rows = take(train_usable, tr, o.train_limit());
+    test_rows = take(train_usable, te, o.test_limit());
+  }
+
+  DataSchema schema = saved ? *saved : fit(train, train_rows, train_cols, label_col, features, o);
+  if (!saved) {
+    schema.transform = {{"columns", json::array()}};
+    for (const auto& f : features) {
+      if (f.categorical)
+        schema.transform["columns"].push_back(
+            {{"name", f.name}, {"kind", "categorical"}, {"categories", f.categories}});
+      else
+        schema.transform["columns"].push_back(
+            {{"name", f.name}, {"kind", "numeric"}, {"mean", f.mean}, {"std", f.stddev}});
+    }
+    schema.read = {{"label", label}, {"delimiter", o.delimiter()}};
+  }
+  TableEncoder encoder(features, schema, o);
+  schema.input_shape = {encoder.width()};
+
+  Data d;
+  d.train = encoder.encode(train, train_rows, train_cols, label_col);
+  if (test) {
+    const int64_t test_label = column_index(*test, label, "data.label");
+    const auto test_cols = indices(*test);
+    test_rows = first(usable_rows(*test, test_cols, test_label, mode), o.test_limit());
+    d.test = encoder.encode(*test, test_rows, test_cols, test_label);
+  } else {
+    d.test = encoder.encode(train, test_rows, train_cols, label_col);
+  }
+  d.schema = std::move(schema);
+  return d;
+}
+
+}  // namespace kiln::data
