@@ -206,6 +206,19 @@ void install(const fs::path& tmp, const fs::path& final_dir) {
 
 }  // namespace
 
+int64_t verify_checkpoint(const std::string& checkpoint_dir) {
+  const fs::path dir(checkpoint_dir);
+  if (!fs::is_directory(dir))
+    throw InputError(c10::str(checkpoint_dir, ": expected a checkpoint directory, found ",
+                              fs::exists(dir) ? "a file" : "nothing"));
+  const auto manifest = layout::read_manifest(dir);  // its fields are checked there
+  std::set<std::string> files{layout::kModel, layout::kOptimizer, layout::kTrainer, layout::kConfig};
+  for (const auto& p : manifest["parts"]) files.insert(p.get<std::string>() + ".pt");
+  for (const auto& [file, record] : manifest["files"].items()) files.insert(file);
+  for (const auto& file : files) read_verified(dir, file, manifest);
+  return manifest["step"].get<int64_t>();
+}
+
 Checkpointer::Checkpointer(std::string run_dir, torch::nn::Module& model,
                            torch::optim::Optimizer& optimizer, CheckpointOptions options)
     : run_dir_(std::move(run_dir)), model_(model), optimizer_(optimizer), options_(std::move(options)) {
@@ -227,6 +240,28 @@ void Checkpointer::add_part(StatePart part) {
   TORCH_CHECK(part.save && part.load, "Checkpointer::add_part: '", part.name,
               "': expected both save and load functions");
   parts_.push_back(std::move(part));
+}
+
+void Checkpointer::add_file(std::string name, std::string text) {
+  for (const char* reserved : {layout::kModel, layout::kOptimizer, layout::kTrainer,
+                               layout::kConfig, layout::kManifest})
+    TORCH_CHECK(name != reserved, "Checkpointer::add_file: '", name, "' is reserved");
+  for (const auto& [n, _] : files_)
+    TORCH_CHECK(n != name, "Checkpointer::add_file: expected unique names, got '", name, "' twice");
+  TORCH_CHECK(!name.empty() && name.find('/') == std::string::npos && name[0] != '.',
+              "Checkpointer::add_file: expected a plain file name, got '", name, "'");
+  files_.emplace_back(std::move(name), std::move(text));
+}
+
+void Checkpointer::add_model_metadata(std::string key, std::string value) {
+  TORCH_CHECK(key != "format", "Checkpointer::add_model_metadata: 'format' is kiln's own");
+  model_metadata_[std::move(key)] = std::move(value);
+}
+
+std::optional<std::string> read_checkpoint_file(const std::string& dir, const std::string& file) {
+  const auto manifest = layout::read_manifest(dir);
+  if (!manifest.at("files").contains(file)) return std::nullopt;
+  return read_verified(dir, file, manifest);
 }
 
 std::string Checkpointer::save(const TrainPosition& position, const std::string& config_toml,
@@ -252,7 +287,9 @@ std::string Checkpointer::save(const TrainPosition& position, const std::string&
     files::write_synced((tmp / file).string(), bytes);
     manifest["files"][file] = {{"bytes", bytes.size()}, {"crc32", files::crc32(bytes)}};
   };
-  write(layout::kModel, safetensors::serialize(named_state(model_), {{"format", "pt"}}));
+  auto metadata = model_metadata_;
+  metadata["format"] = "pt";
+  write(layout::kModel, safetensors::serialize(named_state(model_), metadata));
   write(layout::kOptimizer, archive_bytes([&](OutputArchive& ar) { optimizer_.save(ar); }));
   for (const auto& part : parts_) {
     write(part.name + ".pt", archive_bytes(part.save));
@@ -260,6 +297,7 @@ std::string Checkpointer::save(const TrainPosition& position, const std::string&
   }
   write(layout::kTrainer, archive_bytes([&](OutputArchive& ar) { write_trainer_state(ar, position); }));
   write(layout::kConfig, config_toml);
+  for (const auto& [file, text] : files_) write(file, text);
   // The manifest last: a directory with one holds every file it lists.
   files::write_synced((tmp / layout::kManifest).string(), manifest.dump(2) + "\n");
   files::sync_directory(tmp.string());
