@@ -19,6 +19,7 @@
 #include "interrupt.h"
 #include "train/device.h"
 #include "train/trainer.h"
+#include "util/log.h"
 
 namespace kiln::app {
 namespace fs = std::filesystem;
@@ -158,16 +159,21 @@ int run_train(const TrainCommand& cmd) {
   }
 
   // A new run claims its directory atomically (claim()); a resumed one has its own.
+  bool existed = true;  // whether the run directory was there before this command
   if (cmd.resume_dir.empty() && !cmd.run_dir.empty()) {
     run_dir = cmd.run_dir;  // named explicitly: never reuse a directory that holds a run
+    existed = fs::exists(run_dir);
     if (!claim(run_dir))
       throw ConfigError(run_dir.string() + ": already holds a run; continue it with --resume " +
                         run_dir.string() + ", or choose another --run-dir");
   } else if (cmd.resume_dir.empty()) {
     // run.dir/run.name, or the first free run.name-2, run.name-3, … beside it.
     run_dir = fs::path(config.run.dir) / config.run.name;
-    for (int k = 2; !claim(run_dir); ++k)
+    for (int k = 2;; ++k) {
+      existed = fs::exists(run_dir);
+      if (claim(run_dir)) break;
       run_dir = fs::path(config.run.dir) / (config.run.name + "-" + std::to_string(k));
+    }
   }
   std::printf("kiln train: run directory %s\n%s\n", run_dir.c_str(), resolved.c_str());
 
@@ -180,11 +186,18 @@ int run_train(const TrainCommand& cmd) {
   try {
     result = train::train(spec, console);
   } catch (...) {
-    // A run that failed before it trained (bad data, a refused checkpoint) gives
-    // its claim back: the directory stays usable, as it was before the claim.
+    // A run that failed before it trained (bad data, a refused checkpoint) leaves
+    // the directory as it found it: the claim and what the start wrote go, and a
+    // directory this command created goes too.
     if (cmd.resume_dir.empty() && !has_trained(run_dir)) {
+      log::close_file();
       std::error_code ec;
       fs::remove(run_dir / kRunMarker, ec);
+      if (!existed) {
+        for (const char* file : {"train.log", "config.toml", train::kDataFile})
+          fs::remove(run_dir / file, ec);
+        fs::remove(run_dir, ec);  // only when empty
+      }
     }
     throw;
   }

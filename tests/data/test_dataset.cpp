@@ -1,0 +1,239 @@
+// load_data(): CSV tables (standardised numbers, one-hot text, classes, regression
+// targets, missing values, unseen categories, a seeded split) and NumPy arrays become
+// one Dataset with a schema; the schema round-trips through JSON and, given back,
+// applies the saved transform; bad data is refused naming file, line and column.
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "data/dataset.h"
+#include "data/npy.h"
+#include "support.h"
+#include "util/error.h"
+
+namespace {
+
+using kiln::data::DataOptions;
+using kiln::data::load_data;
+using kiln::data::Task;
+
+std::string write(const kiln::test::TempDir& dir, const std::string& name, const std::string& text) {
+  const auto path = dir / name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string error_of(const DataOptions& o, const kiln::data::DataSchema* saved = nullptr) {
+  try {
+    load_data(o, saved);
+  } catch (const kiln::InputError& e) {
+    return e.what();
+  }
+  FAIL("expected an InputError");
+  return "";
+}
+
+// 10 rows: a numeric column, a text column, a string label.
+const char* kPenguins =
+    "mass,island,species\n"
+    "3.0,Biscoe,Adelie\n"
+    "4.0,Dream,Gentoo\n"
+    "5.0,Biscoe,Gentoo\n"
+    "3.5,Torgersen,Adelie\n"
+    "4.5,Dream,Chinstrap\n"
+    "3.2,Biscoe,Adelie\n"
+    "5.2,Dream,Gentoo\n"
+    "3.9,Torgersen,Chinstrap\n"
+    "4.1,Biscoe,Adelie\n"
+    "4.8,Dream,Gentoo\n";
+
+}  // namespace
+
+TEST_CASE("CSV classification: numbers standardised, text one-hot, labels as sorted classes",
+          "[data][dataset][csv]") {
+  kiln::test::TempDir dir;
+  const auto train = write(dir, "train.csv", kPenguins);
+  const auto test = write(dir, "test.csv", "species,island,mass\nGentoo,Dream,4.4\n");  // other column order
+  const auto d = load_data(DataOptions().train(train).test(test).label("species"));
+  const auto& s = d.schema;
+  REQUIRE(s.format == "csv");
+  REQUIRE(s.task == Task::kClassification);
+  REQUIRE(s.classes == std::vector<std::string>{"Adelie", "Chinstrap", "Gentoo"});
+  REQUIRE(s.input_shape == std::vector<int64_t>{4});  // mass + 3 islands
+  REQUIRE(d.train.size() == 10);
+  // The numeric column has mean 0 and deviation 1 over the training rows.
+  const auto mass = d.train.x.select(1, 0).to(at::kDouble);
+  CHECK(std::abs(mass.mean().item<double>()) < 1e-6);
+  CHECK(std::abs(mass.std(false).item<double>() - 1.0) < 1e-6);
+  // One-hot: exactly one island per row; Biscoe, Dream, Torgersen in sorted order.
+  CHECK(d.train.x.narrow(1, 1, 3).sum(1).eq(1).all().item<bool>());
+  CHECK(d.train.x[0][1].item<float>() == 1.0f);  // row 1 is Biscoe
+  CHECK(d.train.x[3][3].item<float>() == 1.0f);  // row 4 is Torgersen
+  CHECK(d.train.y[1].item<int64_t>() == 2);      // Gentoo
+  // The test file's columns are found by name; it is standardised with training statistics.
+  const double m = s.transform["columns"][0]["mean"], sd = s.transform["columns"][0]["std"];
+  CHECK(d.test.x[0][0].item<float>() == Approx((4.4 - m) / sd));
+  CHECK(d.test.x[0][2].item<float>() == 1.0f);  // Dream
+  CHECK(d.test.y[0].item<int64_t>() == 2);
+}
+
+TEST_CASE("CSV without a test file: a seeded split of test_fraction of the rows",
+          "[data][dataset][csv]") {
+  kiln::test::TempDir dir;
+  const auto train = write(dir, "train.csv", kPenguins);
+  const auto o = DataOptions().train(train).label("species").test_fraction(0.3).unseen("zero");
+  const auto a = load_data(o), b = load_data(o), c = load_data(DataOptions(o).seed(7));
+  REQUIRE(a.train.size() == 7);
+  REQUIRE(a.test.size() == 3);
+  REQUIRE(at::equal(a.test.x, b.test.x));
+  REQUIRE_FALSE(at::equal(a.test.x, c.test.x));
+  // Statistics come from the 7 training rows alone.
+  CHECK(std::abs(a.train.x.select(1, 0).to(at::kDouble).mean().item<double>()) < 1e-6);
+}
+
+TEST_CASE("CSV regression: fractional labels are targets, standardised and saved",
+          "[data][dataset][csv]") {
+  kiln::test::TempDir dir;
+  const auto train = write(dir, "r.csv", "x,y\n1,2.5\n2,4.5\n3,6.5\n4,8.5\n");
+  const auto d = load_data(DataOptions().train(train).test(train).label("y"));
+  REQUIRE(d.schema.task == Task::kRegression);
+  REQUIRE(d.schema.outputs == 1);
+  REQUIRE(d.schema.target_mean[0] == Approx(5.5));
+  REQUIRE(d.schema.target_std[0] == Approx(std::sqrt(5.0)));
+  REQUIRE(d.train.y.sizes() == at::IntArrayRef{4, 1});
+  CHECK(d.train.y[0][0].item<float>() == Approx((2.5 - 5.5) / std::sqrt(5.0)));
+}
+
+TEST_CASE("CSV labels of whole numbers need data.task; as classes they sort as numbers",
+          "[data][dataset][csv]") {
+  kiln::test::TempDir dir;
+  const auto train = write(dir, "w.csv", "x,label\n1,10\n2,2\n3,10\n4,2\n5,9\n");
+  CHECK_THAT(error_of(DataOptions().train(train).label("label")),
+             Catch::Contains("w.csv: column 2 (label): the label holds whole numbers only") &&
+                 Catch::Contains("set data.task"));
+  const auto d = load_data(DataOptions().train(train).test(train).label("label").task("classification"));
+  REQUIRE(d.schema.classes == std::vector<std::string>{"2", "9", "10"});
+  const auto r = load_data(DataOptions().train(train).test(train).label("label").task("regression"));
+  REQUIRE(r.schema.task == Task::kRegression);
+}
+
+TEST_CASE("CSV missing values: an error naming line and column, dropped rows, or means",
+          "[data][dataset][csv]") {
+  kiln::test::TempDir dir;
+  const auto train = write(dir, "m.csv",
+                           "a,c,y\n1,u,p\n,v,q\n3,NA,p\n5,u,q\n7,v,p\n9,u,q\n");
+  const auto o = DataOptions().train(train).test(train).label("y");
+  CHECK_THAT(error_of(o), Catch::Contains("m.csv: line 3, column 1 (a): expected a value, found "
+                                          "an empty field; set data.missing"));
+  const auto dropped = load_data(DataOptions(o).missing("drop"));
+  REQUIRE(dropped.train.size() == 4);
+  const auto filled = load_data(DataOptions(o).missing("mean"));
+  REQUIRE(filled.train.size() == 6);
+  CHECK(filled.train.x[1][0].item<float>() == 0.0f);  // the mean, standardised
+  CHECK(filled.train.x[2].narrow(0, 1, 2).sum().item<float>() == 0.0f);  // no category
+  // A missing label can only be dropped.
+  const auto nolabel = write(dir, "l.csv", "a,y\n1,p\n2,\n3,q\n4,p\n");
+  CHECK_THAT(error_of(DataOptions().train(nolabel).label("y").missing("mean")),
+             Catch::Contains("l.csv: line 3, column 2 (y)") && Catch::Contains("only be dropped"));
+}
+
+TEST_CASE("CSV bad values: unknown columns, text in numbers, unseen categories and classes",
+          "[data][dataset][csv]") {
+  kiln::test::TempDir dir;
+  const auto train = write(dir, "train.csv", kPenguins);
+  CHECK_THAT(error_of(DataOptions().train(train).label("kind")),
+             Catch::Contains("data.label: expected one of the columns (mass, island, species), found 'kind'"));
+  CHECK_THAT(error_of(DataOptions().train(train)), Catch::Contains("data.label: expected the name"));
+  CHECK_THAT(error_of(DataOptions().train(train).label("species").features({"mass", "beak"})),
+             Catch::Contains("data.features: expected one of the columns"));
+  const auto mixed = write(dir, "mixed.csv", "a,y\n1,p\n2,q\nthree,p\n4,q\n");
+  CHECK_THAT(error_of(DataOptions().train(mixed).label("y")),
+             Catch::Contains("mixed.csv: line 4, column 1 (a): expected a number (the column holds "
+                             "numbers, as on line 2), found 'three'"));
+  const auto unseen = write(dir, "unseen.csv", "mass,island,species\n4.0,Mars,Adelie\n");
+  const auto o = DataOptions().train(train).test(unseen).label("species");
+  CHECK_THAT(error_of(o), Catch::Contains("unseen.csv: line 2, column 2 (island): the category "
+                                          "'Mars' is not one of the training split's 3"));
+  const auto zero = load_data(DataOptions(o).unseen("zero"));
+  CHECK(zero.test.x[0].narrow(0, 1, 3).sum().item<float>() == 0.0f);
+  const auto new_class = write(dir, "cls.csv", "mass,island,species\n4.0,Dream,Emperor\n");
+  CHECK_THAT(error_of(DataOptions().train(train).test(new_class).label("species")),
+             Catch::Contains("cls.csv: line 2, column 3 (species): the class 'Emperor' is not one of"));
+}
+
+TEST_CASE("the schema round-trips through JSON and, given back, applies the saved transform",
+          "[data][dataset]") {
+  kiln::test::TempDir dir;
+  const auto train = write(dir, "train.csv", kPenguins);
+  const auto o = DataOptions().train(train).test(train).label("species");
+  const auto first = load_data(o);
+  const auto schema = kiln::data::DataSchema::from_json(first.schema.to_json(), "data.json");
+  REQUIRE(schema.to_json() == first.schema.to_json());
+  // The file gains a row with other values: the saved statistics still apply, so the
+  // first ten rows come out as before, where statistics fitted again would move them.
+  write(dir, "train.csv", std::string(kPenguins) + "9.9,Dream,Adelie\n");
+  const auto again = load_data(o, &schema);
+  REQUIRE(again.schema.to_json() == first.schema.to_json());
+  REQUIRE(at::equal(again.train.x.narrow(0, 0, 10), first.train.x));
+  const auto refit = load_data(o);
+  REQUIRE_FALSE(at::equal(refit.train.x.narrow(0, 0, 10), first.train.x));
+  // A damaged schema is refused by field.
+  auto j = first.schema.to_json();
+  j["outputs"] = 0;
+  CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
+                    Catch::Contains("d.json: outputs: expected a positive integer, found 0"));
+  j = first.schema.to_json();
+  j["classes"] = {"a"};
+  CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
+                    Catch::Contains("d.json: classes: expected 3 names"));
+}
+
+TEST_CASE("NumPy arrays: integer targets are classes, float targets regression, inputs standardised",
+          "[data][dataset][npy]") {
+  kiln::test::TempDir dir;
+  torch::manual_seed(3);
+  const auto x = at::randn({40, 2, 3}) * 4 + 1;
+  kiln::data::write_npy(dir / "x.npy", x);
+  kiln::data::write_npy(dir / "y.npy", at::randint(0, 4, {40}, at::kByte));
+  const auto d = load_data(DataOptions().train(dir / "x.npy").train_targets(dir / "y.npy"));
+  REQUIRE(d.schema.format == "npy");
+  REQUIRE(d.schema.task == Task::kClassification);
+  REQUIRE(d.schema.input_shape == std::vector<int64_t>{2, 3});
+  REQUIRE(d.schema.outputs == 4);
+  REQUIRE(d.train.size() == 32);
+  REQUIRE(d.test.size() == 8);
+  REQUIRE(d.train.x.scalar_type() == at::kFloat);
+  CHECK(d.train.x.reshape({32, 6}).mean(0).abs().max().item<float>() < 1e-5f);
+  REQUIRE(d.train.y.scalar_type() == at::kLong);
+
+  kiln::data::write_npy(dir / "t.npy", at::randn({40, 2}, at::kDouble) * 10 + 5);
+  const auto r = load_data(DataOptions().train(dir / "x.npy").train_targets(dir / "t.npy"));
+  REQUIRE(r.schema.task == Task::kRegression);
+  REQUIRE(r.schema.outputs == 2);
+  REQUIRE(r.train.y.sizes() == at::IntArrayRef{32, 2});
+
+  // Without standardisation a float32 array with its own test file stays the file's mapping.
+  const auto raw = load_data(DataOptions()
+                                 .train(dir / "x.npy").train_targets(dir / "y.npy")
+                                 .test(dir / "x.npy").test_targets(dir / "y.npy")
+                                 .standardize(false));
+  REQUIRE(at::equal(raw.train.x, x));
+}
+
+TEST_CASE("NumPy arrays: mismatched counts, class ids outside the classes and missing targets are refused",
+          "[data][dataset][npy]") {
+  kiln::test::TempDir dir;
+  kiln::data::write_npy(dir / "x.npy", at::randn({10, 3}));
+  kiln::data::write_npy(dir / "y9.npy", at::zeros({9}, at::kLong));
+  kiln::data::write_npy(dir / "y.npy", at::arange(10, at::kLong) % 3);
+  kiln::data::write_npy(dir / "ybad.npy", at::full({10}, 5, at::kLong));
+  const auto x = dir / "x.npy";
+  CHECK_THAT(error_of(DataOptions().train(x)),
+             Catch::Contains("data.train_targets: expected the targets' .npy file"));
+  CHECK_THAT(error_of(DataOptions().train(x).train_targets(dir / "y9.npy")),
+             Catch::Contains("y9.npy: has 9 targets but ") && Catch::Contains("x.npy has 10 examples"));
+  CHECK_THAT(error_of(DataOptions().train(x).train_targets(dir / "y.npy").test(x).test_targets(dir / "ybad.npy")),
+             Catch::Contains("ybad.npy: index 0: expected a class id in 0..2, found 5"));
+  CHECK_THAT(error_of(DataOptions().train(dir / "x.bin")),
+             Catch::Contains("data.format: \"auto\" cannot tell the format of data.train"));
+}
