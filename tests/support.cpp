@@ -20,6 +20,20 @@ bool cuda_available_or_skip(const std::string& why) {
   return torch::cuda::is_available() || skip(why);
 }
 
+std::optional<std::string> python_or_skip(const std::string& modules) {
+  const char* py = std::getenv("KILN_TEST_PYTHON");
+  if (!py || !std::filesystem::exists(py)) {
+    skip("no torch venv python (KILN_TEST_PYTHON is set by ctest)");
+    return std::nullopt;
+  }
+  const std::string probe = std::string(py) + " -c 'import " + modules + "' 2>/dev/null";
+  if (std::system(probe.c_str()) != 0) {
+    skip("the torch venv's python cannot import " + modules + " (scripts/setup installs them)");
+    return std::nullopt;
+  }
+  return std::string(py);
+}
+
 Closeness all_close(const at::Tensor& actual, const at::Tensor& expected, double rtol,
                     double atol) {
   Closeness c;

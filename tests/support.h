@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -20,6 +21,12 @@ bool skip(const std::string& why);
 /// True when a CUDA device is present; otherwise prints the skip marker so ctest
 /// reports the test as skipped, never as a silent pass.
 bool cuda_available_or_skip(const std::string& why = "no CUDA device");
+
+/// The torch wheel's virtual environment's Python (KILN_TEST_PYTHON, set by ctest), which
+/// runs the real readers in interop tests, when it can `import <modules>` (scripts/setup
+/// installs numpy and safetensors there); otherwise prints the skip marker and returns
+/// nullopt. Example: const auto py = kiln::test::python_or_skip("torch, numpy"); if (!py) return;
+std::optional<std::string> python_or_skip(const std::string& modules);
 
 struct Closeness {
   bool ok = true;

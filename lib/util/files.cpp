@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -52,6 +53,21 @@ void write_synced(const std::string& path, std::string_view bytes) {
   const int fd = f.fd;
   f.fd = -1;
   if (::close(fd) != 0) fail(path, "close");
+}
+
+void replace_synced(const std::string& path, std::string_view bytes) {
+  const std::filesystem::path target(path);
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  try {
+    write_synced(tmp, bytes);
+    std::filesystem::rename(tmp, target);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+  const auto dir = target.parent_path();
+  sync_directory(dir.empty() ? "." : dir.string());
 }
 
 void sync_directory(const std::string& path) {

@@ -18,6 +18,12 @@ std::string read(const std::string& path);
 /// Example: kiln::files::write_synced(dir + "/manifest.json", text);
 void write_synced(const std::string& path, std::string_view bytes);
 
+/// write_synced() under a temporary name beside `path`, renamed over `path`, and the
+/// directory fsynced: a crash at any instant leaves the old file or the new one,
+/// never part of one. A failure removes the temporary file and throws as write_synced().
+/// Example: kiln::files::replace_synced("export/model.pt", bytes);
+void replace_synced(const std::string& path, std::string_view bytes);
+
 /// fsyncs a directory, making the names created, renamed or removed in it durable.
 void sync_directory(const std::string& path);
 

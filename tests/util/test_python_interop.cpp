@@ -6,35 +6,15 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
 #include "data/npy.h"
 #include "support.h"
 #include "util/safetensors.h"
 
-namespace {
-
-// The interpreter, or nullopt after printing the skip marker.
-std::optional<std::string> python_with_readers() {
-  const char* py = std::getenv("KILN_TEST_PYTHON");
-  if (!py || !std::filesystem::exists(py)) {
-    kiln::test::skip("no torch venv python (KILN_TEST_PYTHON is set by ctest)");
-    return std::nullopt;
-  }
-  const std::string probe = std::string(py) + " -c 'import numpy, safetensors.torch' 2>/dev/null";
-  if (std::system(probe.c_str()) != 0) {
-    kiln::test::skip("numpy or safetensors missing from the torch venv (scripts/setup installs them)");
-    return std::nullopt;
-  }
-  return std::string(py);
-}
-
-}  // namespace
-
 TEST_CASE("NumPy and safetensors read kiln's files, and kiln reads theirs back equal",
           "[interop][npy][safetensors]") {
-  const auto py = python_with_readers();
+  const auto py = kiln::test::python_or_skip("numpy, safetensors.torch");
   if (!py) return;
   kiln::test::TempDir dir;
   torch::manual_seed(5);

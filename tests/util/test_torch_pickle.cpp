@@ -1,0 +1,256 @@
+// kiln::torch_pickle: tensors of every dtype and layout (strided, offset, transposed,
+// expanded, 0-dim, empty, views of one storage, on a device) and plain values round-trip
+// bit for bit in kiln; Python's `torch.load(path, weights_only=True)` reads kiln's files
+// the same, and kiln reads what Python's torch.save writes; bad files and values are
+// refused naming the file or the value.
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "fake_device.h"
+#include "support.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/safetensors.h"
+#include "util/torch_pickle.h"
+
+namespace tp = kiln::torch_pickle;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Tensors that exercise every part of the format, by name. Values are raw bits where it
+// matters: -0.0 and a NaN must come back as the same bytes.
+std::vector<std::pair<std::string, at::Tensor>> awkward_tensors() {
+  torch::manual_seed(3);
+  auto f = at::randn({3, 4});
+  f[0][0] = -0.0;
+  f[0][1] = std::numeric_limits<float>::quiet_NaN();
+  const auto base = at::randn({10});
+  return {
+      {"float", f},
+      {"transposed", at::randn({4, 3}).t()},
+      {"offset", at::arange(20, at::kInt).narrow(0, 3, 10)},
+      {"strided", at::randn({6, 8}).slice(0, 0, 6, 2).slice(1, 1, 8, 3)},
+      {"expanded", at::randn({3, 1}).expand({3, 4})},
+      {"view_a", base.narrow(0, 0, 5)},
+      {"view_b", base.narrow(0, 4, 6)},  // overlaps view_a: one storage, written once
+      {"scalar", at::scalar_tensor(2.5, at::kDouble)},
+      {"long_scalar", at::scalar_tensor(int64_t{1} << 60, at::kLong)},
+      {"empty", at::empty({0, 3})},
+      {"bf16", at::randn({2, 5}).to(at::kBFloat16)},
+      {"half", at::randn({7}).to(at::kHalf)},
+      {"bool", at::rand({2, 3}) > 0.5},
+      {"uint8", at::randint(0, 256, {4}, at::kByte)},
+      {"int8", at::randint(-128, 128, {4}, at::kChar)},
+      {"int16", at::randint(-30000, 30000, {4}, at::kShort)},
+      {"int64", at::randint(-(int64_t{1} << 62), int64_t{1} << 62, {2, 2}, at::kLong)},
+      {"double", at::randn({3}, at::kDouble)},
+  };
+}
+
+c10::Dict<std::string, at::Tensor> dict_of(const std::vector<std::pair<std::string, at::Tensor>>& ts) {
+  c10::Dict<std::string, at::Tensor> d;
+  for (const auto& [name, t] : ts) d.insert(name, t);
+  return d;
+}
+
+std::string bytes_of(const at::Tensor& t) {
+  const auto c = t.cpu().contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
+}
+
+// dtype, sizes, strides, storage offset and every element's bytes.
+void require_identical(const at::Tensor& got, const at::Tensor& want) {
+  REQUIRE(got.device().is_cpu());
+  REQUIRE(got.scalar_type() == want.scalar_type());
+  REQUIRE(got.sizes() == want.sizes());
+  REQUIRE(got.strides() == want.strides());
+  REQUIRE(got.storage_offset() == want.storage_offset());
+  REQUIRE(bytes_of(got) == bytes_of(want));
+}
+
+// `value` (a str-keyed dict of tensors) checked against `want`, name by name.
+void require_tensors(const c10::IValue& value, const std::vector<std::pair<std::string, at::Tensor>>& want) {
+  REQUIRE(value.isGenericDict());
+  const auto d = value.toGenericDict();
+  REQUIRE(d.size() == want.size());
+  for (const auto& [name, t] : want) {
+    INFO(name);
+    REQUIRE(d.contains(name));
+    require_identical(d.at(name).toTensor(), t);
+  }
+  const auto a = d.at("view_a").toTensor(), b = d.at("view_b").toTensor();
+  REQUIRE(a.storage().is_alias_of(b.storage()));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const kiln::InputError& e) {
+    return e.what();
+  }
+  FAIL("expected an InputError, got none");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a .pt file round-trips tensors bit for bit, views of one storage still one storage",
+          "[util][torch_pickle]") {
+  const auto tensors = awkward_tensors();
+  require_tensors(tp::deserialize(tp::serialize(dict_of(tensors)), "mem"), tensors);
+}
+
+TEST_CASE("a .pt file round-trips plain values nested in lists, tuples and dicts",
+          "[util][torch_pickle]") {
+  c10::impl::GenericDict inner(c10::IntType::get(), c10::AnyType::get());
+  inner.insert(int64_t{3}, std::string("three"));
+  c10::impl::GenericDict v(c10::StringType::get(), c10::AnyType::get());
+  v.insert("step", int64_t{7});
+  v.insert("big", int64_t{1} << 40);
+  v.insert("lr", 0.5);
+  v.insert("on", true);
+  v.insert("name", std::string("adamw"));
+  v.insert("none", c10::IValue());
+  v.insert("sizes", c10::List<int64_t>({1, 2, 3}));
+  v.insert("betas", c10::List<double>({0.9, 0.999}));
+  v.insert("flags", c10::List<bool>({true, false}));
+  v.insert("pair", c10::ivalue::Tuple::create({int64_t{1}, std::string("a")}));
+  v.insert("inner", inner);
+  v.insert("states", c10::List<at::Tensor>({at::ones({2}), at::zeros({}, at::kLong)}));
+
+  const auto back = tp::deserialize(tp::serialize(v), "mem").toGenericDict();
+  REQUIRE(back.size() == v.size());
+  REQUIRE(back.at("step").toInt() == 7);
+  REQUIRE(back.at("big").toInt() == int64_t{1} << 40);
+  REQUIRE(back.at("lr").toDouble() == 0.5);
+  REQUIRE(back.at("on").toBool());
+  REQUIRE(back.at("name").toStringRef() == "adamw");
+  REQUIRE(back.at("none").isNone());
+  const auto ints = back.at("sizes").toListRef();
+  REQUIRE((ints.size() == 3 && ints[0].toInt() == 1 && ints[2].toInt() == 3));
+  const auto doubles = back.at("betas").toListRef();
+  REQUIRE((doubles.size() == 2 && doubles[1].toDouble() == 0.999));
+  const auto bools = back.at("flags").toListRef();
+  REQUIRE((bools.size() == 2 && bools[0].toBool() && !bools[1].toBool()));
+  const auto& pair = back.at("pair").toTupleRef().elements();
+  REQUIRE((pair.size() == 2 && pair[0].toInt() == 1 && pair[1].toStringRef() == "a"));
+  REQUIRE(back.at("inner").toGenericDict().at(int64_t{3}).toStringRef() == "three");
+  const auto states = back.at("states").toListRef();
+  REQUIRE(states.size() == 2);
+  require_identical(states[0].toTensor(), at::ones({2}));
+  require_identical(states[1].toTensor(), at::zeros({}, at::kLong));
+}
+
+TEST_CASE("device tensors are written as CPU tensors, views kept views", "[util][torch_pickle][fake]") {
+  // Each CPU tensor's whole storage moved to the device once, the same view taken of it.
+  const auto cpu = awkward_tensors();
+  std::map<const void*, at::Tensor> moved;
+  std::vector<std::pair<std::string, at::Tensor>> on_device;
+  for (const auto& [name, t] : cpu) {
+    auto& whole = moved[t.storage().unsafeGetStorageImpl()];
+    if (!whole.defined()) whole = at::empty({0}, t.options()).set_(t.storage()).to(kiln::test::fake_device());
+    on_device.emplace_back(name, whole.as_strided(t.sizes(), t.strides(), t.storage_offset()));
+  }
+  REQUIRE(on_device.front().second.device() == kiln::test::fake_device());
+  require_tensors(tp::deserialize(tp::serialize(dict_of(on_device)), "mem"), cpu);
+}
+
+TEST_CASE("values torch.load cannot read back are refused naming them", "[util][torch_pickle]") {
+  const auto x = at::ones({4});
+  c10::Dict<std::string, at::Tensor> twice;
+  twice.insert("f", x);
+  twice.insert("i", x.view(at::kInt));
+  REQUIRE_THROWS_WITH(tp::serialize(twice),
+                      Contains("value['i'] (Int) shares its storage with value['f'] (Float)"));
+  REQUIRE_THROWS_WITH(tp::serialize(at::ones({2}, at::kComplexFloat)),
+                      Contains("value: expected bool, uint8") && Contains("got ComplexFloat"));
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("dev", c10::Device(at::kCPU));
+  REQUIRE_THROWS_WITH(tp::serialize(d), Contains("value['dev']: expected a tensor, None") &&
+                                            Contains("got a Device"));
+  REQUIRE_THROWS_WITH(tp::serialize(x, {{"data.pkl", "x"}}), Contains("record 'data.pkl'"));
+}
+
+TEST_CASE("save_file replaces a file whole, records ride along, bad files are refused naming them",
+          "[util][torch_pickle]") {
+  kiln::test::TempDir dir;
+  const auto path = dir / "m.pt";
+  tp::save_file(path, at::zeros({3}));
+  tp::save_file(path, dict_of({{"w", at::ones({2})}}), {{"kiln_data.json", R"({"mean": 0.5})"}});
+  REQUIRE(std::distance(std::filesystem::directory_iterator(dir.path()),
+                        std::filesystem::directory_iterator()) == 1);  // no temporary left
+  require_identical(tp::load_file(path).toGenericDict().at("w").toTensor(), at::ones({2}));
+  REQUIRE(tp::read_record(path, "kiln_data.json") == R"({"mean": 0.5})");
+  REQUIRE(!tp::read_record(path, "other.json"));
+
+  REQUIRE_THAT(error_of([&] { tp::load_file(dir / "none.pt"); }),
+               Contains(dir / "none.pt") && Contains("cannot read the file"));
+  kiln::files::write_synced(dir / "text.pt", "not a zip archive");
+  REQUIRE_THAT(error_of([&] { tp::load_file(dir / "text.pt"); }),
+               Contains(dir / "text.pt" + ": expected a .pt file (torch.save's zip format)"));
+  const std::string whole = kiln::files::read(path);
+  kiln::files::write_synced(dir / "cut.pt", whole.substr(0, whole.size() / 2));
+  REQUIRE_THAT(error_of([&] { tp::load_file(dir / "cut.pt"); }),
+               Contains(dir / "cut.pt" + ": expected a .pt file"));
+}
+
+TEST_CASE("torch.load(weights_only=True) reads kiln's .pt bit for bit, and kiln reads torch.save's",
+          "[util][torch_pickle][interop]") {
+  const auto py = kiln::test::python_or_skip("torch, safetensors.torch");
+  if (!py) return;
+  kiln::test::TempDir dir;
+  const auto tensors = awkward_tensors();
+  c10::impl::GenericDict meta(c10::StringType::get(), c10::AnyType::get());
+  meta.insert("step", int64_t{7});
+  meta.insert("lr", 0.5);
+  meta.insert("name", std::string("x"));
+  meta.insert("flags", c10::List<bool>({true, false}));
+  meta.insert("sizes", c10::List<int64_t>({1, 2, 3}));
+  meta.insert("none", c10::IValue());
+  meta.insert("pair", c10::ivalue::Tuple::create({int64_t{1}, std::string("a")}));
+  c10::impl::GenericDict all(c10::StringType::get(), c10::AnyType::get());
+  all.insert("tensors", dict_of(tensors));
+  all.insert("meta", meta);
+  tp::save_file(dir / "k.pt", all, {{"kiln_data.json", R"({"mean": 0.5})"}});
+
+  std::ofstream(dir / "check.py") << R"(import json, sys, zipfile
+import torch
+from safetensors.torch import save_file
+d = sys.argv[1]
+x = torch.load(d + "/k.pt", weights_only=True)  # the default since torch 2.6, spelled out
+assert x["meta"] == {"step": 7, "lr": 0.5, "name": "x", "flags": [True, False],
+                     "sizes": [1, 2, 3], "none": None, "pair": (1, "a")}, x["meta"]
+t = x["tensors"]
+assert t["transposed"].stride() == (1, 3) and t["offset"].storage_offset() == 3
+assert t["expanded"].stride() == (1, 0) and t["scalar"].dim() == 0
+assert t["view_a"].untyped_storage().data_ptr() == t["view_b"].untyped_storage().data_ptr()
+assert t["bf16"].dtype == torch.bfloat16 and t["bool"].dtype == torch.bool
+with zipfile.ZipFile(d + "/k.pt") as z:
+    [name] = [n for n in z.namelist() if n.endswith("/kiln_data.json")]
+    assert json.loads(z.read(name)) == {"mean": 0.5}
+torch.save(t, d + "/p.pt")  # Python's writer: kiln compares what it reads with its originals
+torch.manual_seed(0)
+sd = torch.nn.Linear(3, 2).state_dict()
+torch.save(dict(sd), d + "/dict.pt")  # a module's weights as a plain dict
+torch.save(sd, d + "/state_dict.pt")  # an OrderedDict with _metadata: libtorch's reader has no OrderedDict
+save_file(sd, d + "/dict.safetensors")
+)";
+  const std::string cmd = *py + " " + (dir / "check.py") + " " + dir.path();
+  REQUIRE(std::system(cmd.c_str()) == 0);
+
+  require_tensors(tp::load_file(dir / "p.pt"), tensors);
+  const auto sd = tp::load_file(dir / "dict.pt");
+  const auto want = kiln::safetensors::load_file(dir / "dict.safetensors").tensors;
+  REQUIRE(sd.isGenericDict());
+  REQUIRE(sd.toGenericDict().size() == want.size());
+  for (const auto& [name, t] : want) {
+    INFO(name);
+    require_identical(sd.toGenericDict().at(name).toTensor(), t);
+  }
+  REQUIRE_THAT(error_of([&] { tp::load_file(dir / "state_dict.pt"); }),
+               Contains(dir / "state_dict.pt" + ": expected a .pt file"));
+}
