@@ -56,6 +56,8 @@ void for_each_key(C& c, V&& v) {
   v("model", "activation", c.model.activation, "deep_mlp: relu or gelu");
   v("model", "checkpoint_every", c.model.checkpoint_every,
     "deep_mlp: layers per activation-checkpointed segment; 0 = off");
+  v("model", "init_from", c.model.init_from,
+    "start from these weights (.safetensors or a checkpoint directory), matched by name; \"\" = random");
   v("optim", "name", c.optim.name, "optimizer: adamw, sgd, lion or muon");
   v("optim", "lr", c.optim.lr, "peak learning rate (muon: of the matrices)");
   v("optim", "weight_decay", c.optim.weight_decay,

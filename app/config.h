@@ -43,6 +43,7 @@ struct Config {
     int64_t width = 1024;
     int64_t checkpoint_every = 0;
     std::string activation = "relu";
+    std::string init_from;
   } model;
   /// The optimizer's spec as it is (an unset key is the optimizer's own default,
   /// never one written here), plus the gradient clipping the trainer applies.

@@ -143,7 +143,7 @@ int run_train(const TrainCommand& cmd) {
   // Data paths as given on this command line, made absolute in the run's config.toml,
   // so `--resume` from another directory reads the same files.
   for (auto* path : {&config.data.root, &config.data.train, &config.data.train_targets,
-                     &config.data.test, &config.data.test_targets})
+                     &config.data.test, &config.data.test_targets, &config.model.init_from})
     if (!path->empty() && fs::path(*path).is_relative()) *path = fs::absolute(*path).lexically_normal().string();
   try {  // the device exists (lib/train resolves it again when the run starts)
     train::resolve_device(config.train.device);
@@ -181,6 +181,7 @@ int run_train(const TrainCommand& cmd) {
   spec.run_dir = run_dir.string();
   spec.config_toml = resolved;
   spec.resume_checkpoint = resume.checkpoint_dir;
+  spec.init_from = config.model.init_from;
   ConsoleObserver console(isatty(fileno(stdout)));
   train::TrainResult result;
   try {

@@ -12,12 +12,14 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/prefetch.h"
 #include "ops/ops.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
 #include "train/amp.h"
 #include "train/device.h"
 #include "train/evaluate.h"
+#include "train/init_from.h"
 #include "util/error.h"
 #include "util/json_lines.h"
 #include "util/log.h"
@@ -136,6 +138,10 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   nn::fit_to_data(model_spec, in_features, schema.outputs);
   model_ = nn::make_model(model_spec);
   module_ = model_.ptr();
+  if (!spec.init_from.empty() && spec.resume_checkpoint.empty()) {
+    const int64_t n = init_from(*module_, spec.init_from);
+    log::info(c10::str("initialised ", n, " tensors from ", spec.init_from));
+  }
   module_->to(device_);
   // Muon orthogonalises hidden matrices only: the output head the model names goes
   // to its AdamW group.
@@ -342,11 +348,14 @@ TrainResult Run::run() {
   start_ = window_start_ = Clock::now();
   module_->train();
 
+  // A worker thread gathers the next batches while a step runs, in the loader's
+  // order (data/prefetch.h); train.prefetch = 0 gathers each one here instead.
+  data::PrefetchLoader batches(*loader_, data::PrefetchOptions().depth(opt_.prefetch()));
   bool stopped = false;
   for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
-    loader_->set_epoch(pos_.epoch);
+    batches.start(pos_.epoch, pos_.batch);
     while (pos_.batch < batches_) {
-      const auto batch = loader_->batch(pos_.batch);
+      const auto batch = batches.next();
       try {
         step(batch);
       } catch (const c10::OutOfMemoryError& e) {
@@ -402,6 +411,7 @@ TrainResult Run::run() {
     evaluate_now();
     if (!best_metric_.empty()) save(true);
   }
+  batches.stop();  // joins the worker, which may be waiting with a full queue
 
   result_.finished = pos_.epoch >= opt_.epochs();
   result_.steps = pos_.step;

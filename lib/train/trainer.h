@@ -32,6 +32,9 @@ struct TrainOptions {
   TORCH_ARG(uint64_t, seed) = 0;
   /// Intra-op threads; 0 keeps libtorch's default (one per core).
   TORCH_ARG(int64_t, threads) = 0;
+  /// Batches a worker thread assembles ahead of the step (data::PrefetchOptions::depth);
+  /// 0 assembles each one in the loop.
+  TORCH_ARG(int64_t, prefetch) = 2;
   TORCH_ARG(std::string, device) = "cpu";
   /// "fp32", "bf16" or "fp16" (see train/amp.h).
   TORCH_ARG(std::string, precision) = "fp32";
@@ -85,6 +88,9 @@ struct RunSpec {
   std::string config_toml;
   /// A checkpoint directory of this run to continue from; empty starts fresh.
   std::string resume_checkpoint;
+  /// Weights to start a fresh run from (train/init_from.h): a .safetensors file or
+  /// a checkpoint directory; ignored when resuming. Empty: random initialisation.
+  std::string init_from;
   DataOptions data;
   nn::ModelSpec model;
   optim::OptimizerSpec optim;

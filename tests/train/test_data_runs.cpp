@@ -156,3 +156,27 @@ TEST_CASE("a CSV run stopped and resumed ends bit for bit where a straight run d
     REQUIRE(at::equal(a[i].second, b[i].second));
   }
 }
+
+TEST_CASE("model.init_from starts a fresh run from another run's checkpoint",
+          "[train][data][init_from]") {
+  kiln::test::TempDir dir;
+  const auto csv = write_penguins(dir);
+  const std::vector<std::string> common = {"data.train=" + csv, "train.threads=1"};
+  auto first = common;
+  first.push_back("train.epochs=15");
+  REQUIRE(train("configs/penguins_species.toml", dir / "first", first) == 0);
+  const auto trained = *kiln::train::latest_checkpoint(dir / "first");
+  // One step at learning rate ~0 from the trained weights keeps their accuracy.
+  auto second = common;
+  for (const auto& s : {"train.epochs=1", "train.max_steps=1", "optim.lr=1e-12"}) second.push_back(s);
+  second.push_back("model.init_from=" + trained);
+  REQUIRE(train("configs/penguins_species.toml", dir / "second", second) == 0);
+  const auto a = last_test_line(dir / "first");
+  const auto w = kiln::test::checkpoint_weights(*kiln::train::latest_checkpoint(dir / "second"));
+  const auto v = kiln::test::checkpoint_weights(trained);
+  for (size_t i = 0; i < w.size(); ++i) {
+    INFO(w[i].first);
+    REQUIRE(at::allclose(w[i].second, v[i].second, 0, 1e-6));
+  }
+  REQUIRE(a["accuracy"].get<double>() > 0.9);
+}

@@ -1,0 +1,64 @@
+// model.init_from: weights from a .safetensors file or a checkpoint directory are
+// copied in by name; a file that does not fit is refused with every missing,
+// unexpected and mis-shaped tensor in one message, and the model stays as it was.
+#include <torch/torch.h>
+
+#include "nn/mlp.h"
+#include "support.h"
+#include "train/init_from.h"
+#include "util/error.h"
+#include "util/safetensors.h"
+
+namespace {
+
+kiln::safetensors::NamedTensors state(const torch::nn::Module& m) {
+  kiln::safetensors::NamedTensors out;
+  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("init_from copies a safetensors file's tensors by name, or refuses all of a misfit",
+          "[train][init_from]") {
+  kiln::test::TempDir dir;
+  torch::manual_seed(1);
+  kiln::nn::Mlp source(kiln::nn::MlpOptions(6, {8}, 3));
+  // Written as PyTorch users often keep weights: in another dtype.
+  kiln::safetensors::NamedTensors half;
+  for (const auto& [n, t] : state(*source)) half.emplace_back(n, t.to(at::kDouble));
+  kiln::safetensors::save_file(dir / "w.safetensors", half);
+
+  kiln::nn::Mlp target(kiln::nn::MlpOptions(6, {8}, 3));
+  REQUIRE(kiln::train::init_from(*target, dir / "w.safetensors") == 4);
+  for (const auto& [n, t] : state(*target)) {
+    INFO(n);
+    REQUIRE(at::equal(t, source->named_parameters()[n]));
+  }
+
+  kiln::nn::Mlp other(kiln::nn::MlpOptions(6, {8, 4}, 3));
+  const auto before = state(*other);
+  std::vector<at::Tensor> copies;
+  for (const auto& [n, t] : before) copies.push_back(t.clone());
+  try {
+    kiln::train::init_from(*other, dir / "w.safetensors");
+    FAIL("expected an InputError");
+  } catch (const kiln::InputError& e) {
+    const std::string msg = e.what();
+    INFO(msg);
+    CHECK_THAT(msg, Catch::Contains("w.safetensors: model.init_from: the file's tensors do not "
+                                    "match the model's by name and shape"));
+    CHECK_THAT(msg, Catch::Contains("missing from the file (the model has them): layers.2.bias, "
+                                    "layers.2.weight"));
+    CHECK_THAT(msg, Catch::Contains("shapes differ: layers.1.bias (file [3], model [4]), "
+                                    "layers.1.weight (file [3, 8], model [4, 8])"));
+  }
+  for (size_t i = 0; i < before.size(); ++i) REQUIRE(at::equal(before[i].second, copies[i]));
+
+  kiln::nn::Mlp narrow(kiln::nn::MlpOptions(6, {}, 3));
+  CHECK_THROWS_WITH(kiln::train::init_from(*narrow, dir / "w.safetensors"),
+                    Catch::Contains("unexpected (the model has no such tensor): layers.1.bias, layers.1.weight"));
+  CHECK_THROWS_WITH(kiln::train::init_from(*narrow, dir / "none.safetensors"),
+                    Catch::Contains("model.init_from: expected a .safetensors file or a checkpoint "
+                                    "directory, found nothing at"));
+}
