@@ -49,14 +49,23 @@ void BatchLoader::set_epoch(int64_t epoch) {
   if (order_.device() != x_.device()) order_ = order_.to(x_.device());
 }
 
-Batch BatchLoader::batch(int64_t index) const {
+Batch BatchLoader::batch(int64_t index, bool pin_memory) const {
   TORCH_CHECK(index >= 0 && index < size(), "BatchLoader: batch index ", index, " out of 0..",
               size() - 1);
+  TORCH_CHECK(!pin_memory || x_.is_cpu(),
+              "BatchLoader: pin_memory: expected the data on the CPU, found ", x_.device());
   const int64_t start = index * batch_size_;
   const int64_t len = std::min(batch_size_, x_.size(0) - start);
-  if (!order_.defined()) return {x_.narrow(0, start, len), y_.narrow(0, start, len)};
-  const auto idx = order_.narrow(0, start, len);
-  return {x_.index_select(0, idx), y_.index_select(0, idx)};
+  const auto idx = order_.defined() ? order_.narrow(0, start, len) : at::Tensor();
+  const auto take = [&](const at::Tensor& t) -> at::Tensor {
+    if (!pin_memory) return idx.defined() ? t.index_select(0, idx) : t.narrow(0, start, len);
+    auto sizes = t.sizes().vec();
+    sizes[0] = len;
+    auto out = at::empty(sizes, t.options().pinned_memory(true));
+    return idx.defined() ? at::index_select_out(out, t, 0, idx)
+                         : out.copy_(t.narrow(0, start, len));
+  };
+  return {take(x_), take(y_)};
 }
 
 }  // namespace kiln::data

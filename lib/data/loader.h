@@ -18,9 +18,13 @@ class BatchLoader {
   /// Batches per epoch; the last one may be smaller.
   int64_t size() const;
   int64_t examples() const { return x_.size(0); }
+  /// Where the data lives, and so where batch() gathers.
+  c10::Device device() const { return x_.device(); }
   /// Draws the order of epoch `epoch` (a pure function of seed and epoch).
   void set_epoch(int64_t epoch);
-  Batch batch(int64_t index) const;
+  /// pin_memory: gathers a CPU data set's batch straight into page-locked host
+  /// memory, the buffer a non-blocking copy to CUDA reads (needs a CUDA runtime).
+  Batch batch(int64_t index, bool pin_memory = false) const;
 
  private:
   at::Tensor x_, y_, order_;
