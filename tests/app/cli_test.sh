@@ -133,5 +133,30 @@ expect 0 "resumed at step 3\b" -- train --resume latest --set train.max_steps=5
 popd >/dev/null
 expect 2 "cannot be given with it" -- train --resume latest --run-dir "$tmp/x"
 
+# Bad data: one message naming the file and the place, exit 2, and no run directory
+# left behind (nothing of a run is written when its data is refused).
+printf 'a,b,y\n1,2,p\n3,4\n5,6,q\n' > "$tmp/ragged.csv"
+printf 'a,b,y\n1,2,p\n3,x,q\n5,6,q\n' > "$tmp/text.csv"
+printf 'a,b,y\n' > "$tmp/header.csv"
+: > "$tmp/empty.csv"
+printf 'a,b,y\n1,2,p\n3,,q\n5,6,p\n7,8,q\n9,1,p\n' > "$tmp/missing.csv"
+expect 2 "ragged.csv: line 3: expected 3 fields \(as the header has\), found 2" -- train configs/tiny.toml --set data.train="$tmp/ragged.csv" --set data.label=y --run-dir "$tmp/bad1"
+expect 2 "text.csv: line 3, column 2 \(b\): expected a number \(the column holds numbers, as on line 2\), found 'x'" -- train configs/tiny.toml --set data.train="$tmp/text.csv" --set data.label=y --run-dir "$tmp/bad2"
+expect 2 "header.csv: expected data rows after the header, found none" -- train configs/tiny.toml --set data.train="$tmp/header.csv" --set data.label=y --run-dir "$tmp/bad3"
+expect 2 "empty.csv: expected a header row and data rows, found an empty file" -- train configs/tiny.toml --set data.train="$tmp/empty.csv" --set data.label=y --run-dir "$tmp/bad4"
+expect 2 "text.csv: data.label: expected one of the columns \(a, b, y\), found 'label'" -- train configs/tiny.toml --set data.train="$tmp/text.csv" --set data.label=label --run-dir "$tmp/bad5"
+expect 2 "missing.csv: line 3, column 2 \(b\): expected a value, found an empty field; set data.missing" -- train configs/tiny.toml --set data.train="$tmp/missing.csv" --set data.label=y --run-dir "$tmp/bad6"
+expect 2 "data.missing: expected one of: \"error\", \"drop\", \"mean\", found \"skip\"" -- train configs/tiny.toml --set data.train="$tmp/missing.csv" --set data.missing=skip
+# An .npy header (10 + 118 bytes: the dict padded with spaces to 64-byte alignment) whose data is missing.
+printf '\x93NUMPY\x01\x00\x76\x00{"descr": "<f4", "fortran_order": False, "shape": (4, 2), }' > "$tmp/short.npy"
+printf '%*s\n' 58 '' >> "$tmp/short.npy"
+expect 2 "short.npy: .*shape \[4, 2\] of Float needs 32 data bytes, the file has 0" -- train configs/tiny.toml --set data.train="$tmp/short.npy" --set data.train_targets="$tmp/short.npy" --run-dir "$tmp/bad7"
+for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7; do
+  checks=$((checks + 1))
+  [[ ! -e "$tmp/$d" ]] || { failures=$((failures + 1)); echo "FAIL: a run refused for its data left $tmp/$d behind"; }
+done
+# A CSV run with missing values dropped trains and names its classes.
+expect 0 "test accuracy by class:  p ([0-9.]+%|-)  q ([0-9.]+%|-)" -- train configs/tiny.toml --set data.train="$tmp/missing.csv" --set data.label=y --set data.missing=drop --set data.test_fraction=0.5 --run-dir "$tmp/csvok"
+
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -1,0 +1,236 @@
+// run_export(): finds and verifies the checkpoint, then writes its weights in the
+// format asked for under a temporary name beside --out and renames it into place.
+#include "export_command.h"
+
+#include <c10/util/StringUtil.h>
+#include <cxxopts.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "data/npy.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_layout.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/safetensors.h"
+#include "util/torch_pickle.h"
+
+namespace kiln::app {
+namespace fs = std::filesystem;
+namespace {
+
+// The data description a checkpoint may hold (train::kDataFile: task, input transform,
+// class names), carried into each format under these names (npy: OUT/data.json).
+constexpr const char* kDataMetadataKey = "kiln.data";  // safetensors: a __metadata__ key
+constexpr const char* kDataRecord = "kiln_data.json";  // torch: a record in the .pt archive
+
+struct Format {
+  const char* name;
+  bool directory;  // --out is a directory
+  const char* help;
+};
+constexpr Format kFormats[] = {
+    {"safetensors", false, "one .safetensors file (safetensors.torch.load_file);\n"
+                           "data.json as __metadata__[\"kiln.data\"]"},
+    {"npy", true, "a directory of NAME.npy, one per tensor (numpy.load), and data.json;\n"
+                  "bfloat16 written as float32, exactly (NumPy has no bfloat16), with a warning"},
+    {"torch", false, "one .pt file, a dict of tensors (torch.load, weights_only=True);\n"
+                     "data.json as the archive's record kiln_data.json (Python's zipfile reads it)"},
+};
+
+std::string format_names() {
+  std::string names;
+  for (const auto& f : kFormats) names += std::string(names.empty() ? "" : ", ") + f.name;
+  return names;
+}
+
+const Format& format_named(const std::string& name) {
+  for (const auto& f : kFormats)
+    if (name == f.name) return f;
+  throw InputError(c10::str("--format: expected one of ", format_names(), ", found \"", name, "\""));
+}
+
+// The checkpoint CHECKPOINT names: itself when it has a manifest, else the newest
+// complete checkpoint of the run directory it is.
+std::string resolve_checkpoint(const std::string& arg) {
+  fs::path p = fs::path(arg).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // "dir/"
+  if (fs::exists(p / train::layout::kManifest)) return p.string();
+  if (fs::is_directory(p / train::layout::kCheckpoints)) {
+    if (auto c = train::latest_checkpoint(p.string())) return *c;
+    throw InputError(c10::str(arg, ": expected a complete checkpoint under ",
+                              train::layout::kCheckpoints, "/, found none"));
+  }
+  throw InputError(c10::str(arg, ": CHECKPOINT: expected a checkpoint directory (with ",
+                            train::layout::kManifest, ") or a run directory (with ",
+                            train::layout::kCheckpoints, "/), found ",
+                            !fs::exists(p)        ? "nothing"
+                            : fs::is_directory(p) ? "a directory with neither"
+                                                  : "a file"));
+}
+
+// An existing --out is replaced only with --force, and only when it is what an
+// earlier export of this format wrote: a file, or a directory of .npy files and data.json.
+void check_out(const std::string& out, const Format& format, bool force) {
+  if (!fs::exists(fs::symlink_status(out))) return;
+  if (!force) throw InputError(c10::str(out, ": --out: already exists; give --force to replace it"));
+  const auto earlier = [&]() -> std::string {  // what is there, if not an earlier export
+    if (!format.directory) return fs::is_regular_file(out) ? "" : "a directory or special file";
+    if (!fs::is_directory(out)) return "a file";
+    for (const auto& e : fs::directory_iterator(out)) {
+      const auto name = e.path().filename().string();
+      if (!e.is_regular_file() || (e.path().extension() != ".npy" && name != train::kDataFile))
+        return "a directory holding " + name;
+    }
+    return "";
+  }();
+  if (!earlier.empty())
+    throw InputError(c10::str(out, ": --out --force: replaces an earlier ", format.name,
+                              " export only (", format.directory ? "a directory of .npy files" : "a file",
+                              "), found ", earlier));
+}
+
+// The checkpoint's data.json (checked against the manifest), if it has one, checked to be JSON.
+std::optional<std::string> read_data_json(const std::string& checkpoint) {
+  auto text = train::read_checkpoint_file(checkpoint, train::kDataFile);
+  if (!text) return text;
+  try {
+    [[maybe_unused]] const auto parsed = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(c10::str((fs::path(checkpoint) / train::kDataFile).string(),
+                              ": expected JSON text (", e.what(), ")"));
+  }
+  return text;
+}
+
+// --out as a directory of NAME.npy: a name that is not a plain file name is refused.
+void write_npy_dir(const fs::path& dir, const safetensors::Contents& model,
+                   const std::optional<std::string>& data_json, const std::string& source) {
+  fs::remove_all(dir);  // a leftover of a crashed export by a process of the same id
+  fs::create_directory(dir);
+  std::vector<std::string> widened;
+  for (const auto& [name, t] : model.tensors) {
+    if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos)
+      throw InputError(c10::str(source, ": tensor '", name, "': expected a name that can be a file "
+                                "name (npy writes NAME.npy); export --format safetensors or torch"));
+    const bool bf16 = t.scalar_type() == at::kBFloat16;
+    if (bf16) widened.push_back(name);
+    data::write_npy((dir / (name + ".npy")).string(), bf16 ? t.to(at::kFloat) : t);
+  }
+  if (data_json) files::write_synced((dir / train::kDataFile).string(), *data_json);
+  files::sync_directory(dir.string());
+  if (!widened.empty())
+    std::fprintf(stderr, "kiln: warning: bfloat16 written as float32, exactly (NumPy has no "
+                 "bfloat16): %s\n", c10::Join(", ", widened).c_str());
+}
+
+std::string file_bytes(const Format& format, const safetensors::Contents& model,
+                       const std::optional<std::string>& data_json) {
+  if (std::string(format.name) == "safetensors") {
+    auto metadata = model.metadata;
+    if (data_json) metadata[kDataMetadataKey] = *data_json;
+    return safetensors::serialize(model.tensors, metadata);
+  }
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, t] : model.tensors) dict.insert(name, t);
+  torch_pickle::Records records;
+  if (data_json) records[kDataRecord] = *data_json;
+  return torch_pickle::serialize(dict, records);
+}
+
+}  // namespace
+
+int run_export(const ExportCommand& cmd) {
+  const Format& format = format_named(cmd.format);
+  if (cmd.out.empty()) throw InputError("--out: expected the path to write, found none");
+  fs::path out = fs::path(cmd.out).lexically_normal();
+  if (out.has_parent_path() && out.filename().empty()) out = out.parent_path();  // "dir/"
+  check_out(out.string(), format, cmd.force);
+  const std::string checkpoint = resolve_checkpoint(cmd.checkpoint);
+  const int64_t step = train::verify_checkpoint(checkpoint);
+  const std::string model_path = (fs::path(checkpoint) / train::layout::kModel).string();
+  const auto model = safetensors::load_file(model_path);
+  const auto data_json = read_data_json(checkpoint);
+
+  // Written beside --out under a temporary name, then renamed into place.
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  if (!format.directory) {
+    files::replace_synced(out.string(), file_bytes(format, model, data_json));
+  } else {
+    const fs::path tmp = out.string() + ".tmp-" + std::to_string(::getpid());
+    try {
+      write_npy_dir(tmp, model, data_json, model_path);
+      if (fs::exists(fs::symlink_status(out))) {  // --force, checked above: the earlier export goes
+        const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
+        fs::rename(out, old);
+        fs::rename(tmp, out);
+        fs::remove_all(old);
+      } else {
+        fs::rename(tmp, out);
+      }
+    } catch (...) {
+      std::error_code ignored;
+      fs::remove_all(tmp, ignored);
+      throw;
+    }
+    files::sync_directory(out.has_parent_path() ? out.parent_path().string() : ".");
+  }
+  std::printf("exported %zu tensors of step %lld (%s) to %s (%s%s)\n", model.tensors.size(),
+              static_cast<long long>(step), checkpoint.c_str(), out.c_str(), format.name,
+              data_json ? ", with data.json" : "");
+  return 0;
+}
+
+int export_main(int argc, char** argv) {
+  std::string formats;
+  for (const auto& f : kFormats) {
+    std::string help = f.help;
+    for (size_t at = help.find('\n'); at != std::string::npos; at = help.find('\n', at + 1))
+      help.insert(at + 1, std::string(15, ' '));
+    formats += c10::str("\n  ", f.name, std::string(13 - std::strlen(f.name), ' '), help);
+  }
+  cxxopts::Options options("kiln export",
+                           "Write a checkpoint's weights (every parameter and buffer by the "
+                           "module's name) for NumPy or PyTorch.");
+  options.custom_help("CHECKPOINT --format FORMAT --out PATH [--force]");
+  options.positional_help("");
+  options.add_options()
+      ("checkpoint", "a checkpoint directory (RUN/checkpoints/step_N) or a run directory (its newest)",
+       cxxopts::value<std::string>())
+      ("format", "safetensors, npy or torch (below)", cxxopts::value<std::string>())
+      ("out", "the file (safetensors, torch) or directory (npy) to create", cxxopts::value<std::string>())
+      ("force", "replace an existing --out that an earlier export of the same format wrote")
+      ("h,help", "show this help");
+  options.parse_positional({"checkpoint"});
+  ExportCommand cmd;
+  try {
+    const auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+      std::cout << options.help() << "\nFormats:" << formats
+                << "\n\nThe checkpoint is verified first (each file's size and CRC-32). --out is "
+                   "written under a\ntemporary name and renamed into place: it is whole or absent.\n";
+      return 0;
+    }
+    if (!args.count("checkpoint"))
+      throw InputError("CHECKPOINT: expected a checkpoint or run directory, found none (see kiln export --help)");
+    if (!args.count("format"))
+      throw InputError(c10::str("--format: expected one of ", format_names(),
+                                ", found none (see kiln export --help)"));
+    cmd.checkpoint = args["checkpoint"].as<std::string>();
+    cmd.format = args["format"].as<std::string>();
+    if (args.count("out")) cmd.out = args["out"].as<std::string>();
+    cmd.force = args.count("force") > 0;
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw InputError(c10::str(e.what(), " (see kiln export --help)"));
+  }
+  return run_export(cmd);
+}
+
+}  // namespace kiln::app
