@@ -53,6 +53,46 @@ checks=$((checks + 1))
 grep -q '"split":"test"' "$tmp/run/metrics.jsonl" && grep -q '"accuracy"' "$tmp/run/metrics.jsonl" \
   || { failures=$((failures + 1)); echo "FAIL: metrics.jsonl has no test line with accuracy"; }
 expect 2 "already holds a run; continue it with --resume" -- train configs/tiny.toml --run-dir "$tmp/run"
+
+# Export from the run (its newest checkpoint, step 32) in each format; Python's own
+# readers (the torch venv's, KILN_TEST_PYTHON, when there) give back the checkpoint's
+# tensors and its data.json; bad input exits 2 naming it and writes nothing.
+for f in safetensors npy torch; do
+  expect 0 "exported [0-9]+ tensors of step 32 .* \($f" -- export "$tmp/run" --format $f --out "$tmp/export/model.$f"
+done
+if [[ -x "${KILN_TEST_PYTHON:-}" ]]; then
+  checks=$((checks + 1))
+  "$KILN_TEST_PYTHON" - "$tmp/export" "$tmp/run/checkpoints/step_000000032" <<'EOF' \
+    || { failures=$((failures + 1)); echo "FAIL: Python's readers do not give back the exports"; }
+import os, sys, zipfile
+import numpy as np, torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+out, ckpt = sys.argv[1], sys.argv[2]
+want = load_file(os.path.join(ckpt, "model.safetensors"))
+pt = torch.load(os.path.join(out, "model.torch"), weights_only=True)
+st = load_file(os.path.join(out, "model.safetensors"))
+assert sorted(pt) == sorted(st) == sorted(want), (sorted(pt), sorted(want))
+for k, v in want.items():
+    assert torch.equal(pt[k], v) and torch.equal(st[k], v), k
+    assert np.array_equal(np.load(os.path.join(out, "model.npy", k + ".npy")), v.float().numpy()), k
+if os.path.exists(os.path.join(ckpt, "data.json")):
+    data = open(os.path.join(ckpt, "data.json")).read()
+    assert open(os.path.join(out, "model.npy", "data.json")).read() == data
+    with safe_open(os.path.join(out, "model.safetensors"), "pt") as f:
+        assert f.metadata()["kiln.data"] == data
+    with zipfile.ZipFile(os.path.join(out, "model.torch")) as z:
+        [name] = [n for n in z.namelist() if n.endswith("/kiln_data.json")]
+        assert z.read(name).decode() == data
+EOF
+fi
+expect 2 "none: CHECKPOINT: expected a checkpoint directory \(with manifest.json\) or a run directory" \
+  -- export "$tmp/none" --format torch --out "$tmp/x.pt"
+expect 2 "\-\-format: expected one of safetensors, npy, torch, found \"onnx\"" -- export "$tmp/run" --format onnx --out "$tmp/x.onnx"
+expect 2 "model.torch: --out: already exists; give --force to replace it" \
+  -- export "$tmp/run" --format torch --out "$tmp/export/model.torch"
+expect 0 "exported" -- export "$tmp/run" --format torch --out "$tmp/export/model.torch" --force
+expect 0 "kiln export CHECKPOINT --format FORMAT --out PATH" -- export --help
 # Without --run-dir, a second run of the same name goes beside the first.
 expect 0 "run directory $tmp/runs/tiny\b" -- train configs/tiny.toml --set run.dir=$tmp/runs --set train.max_steps=2
 expect 0 "run directory $tmp/runs/tiny-2\b" -- train configs/tiny.toml --set run.dir=$tmp/runs --set train.max_steps=2
@@ -67,6 +107,9 @@ ckpt="$tmp/run/checkpoints/step_000000064"
 head -c 100 "$ckpt/model.safetensors" > "$tmp/model.part" && cp "$tmp/model.part" "$ckpt/model.safetensors"
 sum_before="$(cd "$tmp/run" && find . -type f -exec md5sum {} + | sort)"
 expect 2 "model.safetensors: truncated or corrupted" -- train --resume "$tmp/run" --set train.epochs=3
+expect 2 "model.safetensors: truncated or corrupted" -- export "$ckpt" --format torch --out "$tmp/bad.pt"
+checks=$((checks + 1))
+[[ -z "$(compgen -G "$tmp/bad.pt*")" ]] || { failures=$((failures + 1)); echo "FAIL: a refused export left a file"; }
 sum_after="$(cd "$tmp/run" && find . -type f -exec md5sum {} + | sort)"
 checks=$((checks + 1))
 [[ "$(grep -v train.log <<<"$sum_after")" == "$(grep -v train.log <<<"$sum_before")" ]] \
