@@ -1,7 +1,9 @@
 // read_npy / write_npy: the .npy header (magic, version, a Python dict literal with
-// descr, fortran_order and shape) parsed strictly, the data mapped with mmap.
+// descr, fortran_order and shape) parsed strictly, the data mapped with mmap. The parser,
+// the wrapping and the mapping serve read_npz too (npy_header.h).
 #include "data/npy.h"
 
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/StringUtil.h>
 #include <fcntl.h>
@@ -18,10 +20,12 @@
 #include <utility>
 #include <vector>
 
+#include "data/npy_header.h"
 #include "util/error.h"
 #include "util/files.h"
 
 namespace kiln::data {
+namespace npy {
 namespace {
 
 constexpr std::string_view kMagic = "\x93NUMPY";
@@ -42,16 +46,9 @@ std::string supported_codes() {
   return out;
 }
 
-// The header dict: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
-struct Header {
-  at::ScalarType dtype;
-  bool fortran_order;
-  std::vector<int64_t> shape;
-};
-
 class HeaderParser {
  public:
-  HeaderParser(std::string_view text, const std::string& path) : s_(text), path_(path) {}
+  HeaderParser(std::string_view text, const std::string& where) : s_(text), where_(where) {}
 
   Header parse() {
     std::optional<std::string> descr;
@@ -70,12 +67,12 @@ class HeaderParser {
     }
     if (!descr || !fortran || !shape)
       fail(c10::str("missing ", !descr ? "'descr'" : !fortran ? "'fortran_order'" : "'shape'"));
-    return {dtype_of(*descr), *fortran, *shape};
+    return {dtype_of(*descr), *fortran, *shape, 0, 0};
   }
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(c10::str(path_, ": header: ", what, " (header ", s_, ")"));
+    throw InputError(c10::str(where_, ": header: ", what, " (header ", s_, ")"));
   }
   void skip_space() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
@@ -142,7 +139,7 @@ class HeaderParser {
   }
 
   std::string_view s_;
-  const std::string& path_;
+  const std::string& where_;
   size_t i_ = 0;
 };
 
@@ -152,95 +149,78 @@ uint32_t little_endian(const unsigned char* p, size_t n) {
   return v;
 }
 
-// The mapping of a whole file; unmapped by the tensor's deleter.
-struct Mapping {
-  void* base = nullptr;
-  size_t size = 0;
-};
-
-Mapping map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(c10::str(path, ": cannot open (", std::strerror(errno), ")"));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw InputError(c10::str(path, ": expected a regular .npy file"));
-  }
-  Mapping m{nullptr, static_cast<size_t>(st.st_size)};
-  if (m.size > 0) {
-    // Private and writable: writes to the tensor go to copies of the pages, never the file.
-    m.base = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (m.base == MAP_FAILED) {
-      ::close(fd);
-      throw InputError(c10::str(path, ": cannot map (", std::strerror(errno), ")"));
-    }
-  }
-  ::close(fd);  // the mapping keeps the file
-  return m;
-}
-
 }  // namespace
 
-at::Tensor read_npy(const std::string& path) {
-  const Mapping m = map_file(path);
-  const auto unmap = [m] {
-    if (m.base) ::munmap(m.base, m.size);
-  };
-  try {
-    const auto* bytes = static_cast<const unsigned char*>(m.base);
-    if (m.size < kMagic.size() + 2 ||
-        std::string_view(reinterpret_cast<const char*>(bytes), kMagic.size()) != kMagic)
-      throw InputError(c10::str(path, ": not an .npy file (expected the magic \\x93NUMPY)"));
-    const int major = bytes[6], minor = bytes[7];
-    if (major < 1 || major > 3 || minor != 0)
-      throw InputError(c10::str(path, ": format version ", major, ".", minor,
-                                ": expected 1.0, 2.0 or 3.0"));
-    const size_t len_bytes = major == 1 ? 2 : 4;
-    if (m.size < 8 + len_bytes) throw InputError(c10::str(path, ": truncated header"));
-    const size_t header_len = little_endian(bytes + 8, len_bytes);
-    const size_t data_offset = 8 + len_bytes + header_len;
-    if (data_offset > m.size)
-      throw InputError(c10::str(path, ": truncated header: it declares ", header_len,
-                                " bytes, the file has ", m.size - 8 - len_bytes));
-    const auto h =
-        HeaderParser(std::string_view(reinterpret_cast<const char*>(bytes) + 8 + len_bytes,
-                                      header_len), path)
-            .parse();
-    const auto item = static_cast<int64_t>(c10::elementSize(h.dtype));
-    int64_t numel = 1;
-    for (const auto d : h.shape) {
-      if (d != 0 && numel > INT64_MAX / d) throw InputError(c10::str(path, ": shape: too many elements"));
-      numel *= d;
-    }
-    const auto data_bytes = static_cast<int64_t>(m.size - data_offset);
-    if (numel * item != data_bytes)
-      throw InputError(c10::str(path, ": shape ", c10::IntArrayRef(h.shape), " of ", h.dtype,
-                                " needs ", numel * item, " data bytes, the file has ", data_bytes));
-    // Row-major strides, or column-major for fortran_order (a transposed layout, no copy).
-    std::vector<int64_t> strides(h.shape.size(), 1);
-    const auto n = static_cast<int64_t>(h.shape.size());
-    if (h.fortran_order) {
-      for (int64_t k = 1; k < n; ++k) strides[k] = strides[k - 1] * std::max<int64_t>(h.shape[k - 1], 1);
-    } else {
-      for (int64_t k = n - 2; k >= 0; --k) strides[k] = strides[k + 1] * std::max<int64_t>(h.shape[k + 1], 1);
-    }
-    void* data = static_cast<unsigned char*>(m.base) + data_offset;
-    return at::from_blob(data, h.shape, strides, [unmap](void*) { unmap(); },
-                         at::TensorOptions().dtype(h.dtype));
-  } catch (...) {
-    unmap();
-    throw;
+std::vector<int64_t> Header::strides() const {
+  // Row-major strides, or column-major for fortran_order (a transposed layout, no copy).
+  std::vector<int64_t> out(shape.size(), 1);
+  const auto n = static_cast<int64_t>(shape.size());
+  if (fortran_order) {
+    for (int64_t k = 1; k < n; ++k) out[k] = out[k - 1] * std::max<int64_t>(shape[k - 1], 1);
+  } else {
+    for (int64_t k = n - 2; k >= 0; --k) out[k] = out[k + 1] * std::max<int64_t>(shape[k + 1], 1);
   }
+  return out;
 }
 
-void write_npy(const std::string& path, const at::Tensor& t) {
+Header parse(const unsigned char* bytes, size_t size, const Source& src) {
+  const auto& where = src.name;
+  if (size < kMagic.size() + 2 ||
+      std::string_view(reinterpret_cast<const char*>(bytes), kMagic.size()) != kMagic)
+    throw InputError(c10::str(where, ": not an .npy file (expected the magic \\x93NUMPY)"));
+  const int major = bytes[6], minor = bytes[7];
+  if (major < 1 || major > 3 || minor != 0)
+    throw InputError(c10::str(where, ": format version ", major, ".", minor,
+                              ": expected 1.0, 2.0 or 3.0"));
+  const size_t len_bytes = major == 1 ? 2 : 4;
+  if (size < 8 + len_bytes) throw InputError(c10::str(where, ": truncated header"));
+  const size_t header_len = little_endian(bytes + 8, len_bytes);
+  const size_t data_offset = 8 + len_bytes + header_len;
+  if (data_offset > size)
+    throw InputError(c10::str(where, ": truncated header: it declares ", header_len, " bytes, ",
+                              src.noun, " has ", size - 8 - len_bytes));
+  auto h = HeaderParser(std::string_view(reinterpret_cast<const char*>(bytes) + 8 + len_bytes,
+                                         header_len), where)
+               .parse();
+  h.data_offset = data_offset;
+  const auto item = static_cast<int64_t>(c10::elementSize(h.dtype));
+  h.numel = 1;
+  for (const auto d : h.shape) {
+    if (d != 0 && h.numel > INT64_MAX / item / d)
+      throw InputError(c10::str(where, ": shape: too many elements"));
+    h.numel *= d;
+  }
+  const auto data_bytes = static_cast<int64_t>(size - data_offset);
+  if (h.numel * item != data_bytes)
+    throw InputError(c10::str(where, ": shape ", c10::IntArrayRef(h.shape), " of ", h.dtype,
+                              " needs ", h.numel * item, " data bytes, ", src.noun, " has ",
+                              data_bytes));
+  return h;
+}
+
+at::Tensor wrap(const unsigned char* bytes, size_t size, std::shared_ptr<const void> owner,
+                const Source& src) {
+  const Header h = parse(bytes, size, src);
+  const unsigned char* data = bytes + h.data_offset;
+  const auto options = at::TensorOptions().dtype(h.dtype);
+  if (reinterpret_cast<uintptr_t>(data) % c10::elementSize(h.dtype) != 0) {
+    auto copy = at::empty_strided(h.shape, h.strides(), options);
+    if (h.numel > 0) std::memcpy(copy.data_ptr(), data, size - h.data_offset);
+    return copy;
+  }
+  // The tensor never writes through the pointer into a read-only page: every owner here
+  // is a private writable mapping or a heap buffer.
+  return at::from_blob(const_cast<unsigned char*>(data), h.shape, h.strides(),
+                       [owner = std::move(owner)](void*) mutable { owner.reset(); }, options);
+}
+
+std::string preamble(const at::Tensor& c, const std::string& path) {
   std::string code;
   for (const auto& k : kTypes)
-    if (k.dtype == t.scalar_type()) code = k.code;
+    if (k.dtype == c.scalar_type()) code = k.code;
   if (code.empty())
-    throw InputError(c10::str(path, ": cannot write ", t.scalar_type(),
+    throw InputError(c10::str(path, ": cannot write ", c.scalar_type(),
                               " as .npy: NumPy has no such dtype (convert it, e.g. to float32)"));
-  const auto c = t.detach().to(at::kCPU).contiguous();
   std::string shape = "(";
   for (const auto d : c.sizes()) shape += std::to_string(d) + ", ";
   if (c.dim() > 1) shape.resize(shape.size() - 2);  // (3,) for one dimension, (3, 4) for two
@@ -256,8 +236,48 @@ void write_npy(const std::string& path, const at::Tensor& t) {
   std::string out(kMagic);
   out += static_cast<char>(v2 ? 2 : 1);
   out += '\0';
-  for (size_t k = 0; k < (v2 ? 4u : 2u); ++k) out += static_cast<char>((header.size() >> (8 * k)) & 0xff);
-  out += header;
+  for (size_t k = 0; k < (v2 ? 4u : 2u); ++k)
+    out += static_cast<char>((header.size() >> (8 * k)) & 0xff);
+  return out + header;
+}
+
+Mapping::~Mapping() {
+  if (data) ::munmap(data, size);
+}
+
+std::shared_ptr<const Mapping> map_file(const std::string& path, const std::string& kind) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(c10::str(path, ": cannot open (", std::strerror(errno), ")"));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(c10::str(path, ": expected a regular ", kind, " file"));
+  }
+  auto m = std::make_shared<Mapping>();
+  m->size = static_cast<size_t>(st.st_size);
+  if (m->size > 0) {
+    // Private and writable: writes to a tensor go to copies of the pages, never the file.
+    void* base = ::mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (base == MAP_FAILED) {
+      ::close(fd);
+      throw InputError(c10::str(path, ": cannot map (", std::strerror(errno), ")"));
+    }
+    m->data = static_cast<unsigned char*>(base);
+  }
+  ::close(fd);  // the mapping keeps the file
+  return m;
+}
+
+}  // namespace npy
+
+at::Tensor read_npy(const std::string& path) {
+  const auto m = npy::map_file(path, ".npy");
+  return npy::wrap(m->data, m->size, m, {path});
+}
+
+void write_npy(const std::string& path, const at::Tensor& t) {
+  const auto c = t.detach().to(at::kCPU).contiguous();
+  std::string out = npy::preamble(c, path);
   out.append(static_cast<const char*>(c.const_data_ptr()), c.numel() * c.element_size());
   files::write_synced(path, out);
 }
