@@ -89,17 +89,19 @@ void PrefetchLoader::start(int64_t epoch, int64_t first_batch) {
   source_.set_epoch(epoch);
   epoch_ = epoch;
   next_ = first_batch;
-  started_ = true;
-  if (options_.depth() == 0) return;
-  queue_ = std::make_unique<Queue>();
-  // The worker runs with the caller's thread-local state (grad mode, dispatch keys,
-  // profiler callbacks), as the gather would have on the caller's thread.
-  with_stop_signals_blocked([&] {
-    queue_->worker = std::thread([this, first_batch, state = at::ThreadLocalState()] {
-      at::ThreadLocalStateGuard guard(state);
-      work(first_batch);
+  if (options_.depth() > 0) {
+    auto queue = std::make_unique<Queue>();
+    // The worker runs with the caller's thread-local state (grad mode, dispatch
+    // keys, profiler callbacks), as the gather would have on the caller's thread.
+    with_stop_signals_blocked([&] {
+      queue->worker = std::thread([this, &q = *queue, first_batch, state = at::ThreadLocalState()] {
+        at::ThreadLocalStateGuard guard(state);
+        work(q, first_batch);
+      });
     });
-  });
+    queue_ = std::move(queue);
+  }
+  started_ = true;
 }
 
 // Gather (into page-locked memory for a CUDA copy), dtype, transform, copy: all of
@@ -136,9 +138,8 @@ Batch PrefetchLoader::receive(Item item) const {
   return std::move(item.batch);
 }
 
-void PrefetchLoader::work(int64_t first_batch) {
+void PrefetchLoader::work(Queue& q, int64_t first_batch) {
   use_one_thread();
-  auto& q = *queue_;
   try {
     // Copies to CUDA go on a stream from the pool, so they overlap the caller's
     // kernels on its own stream (the worker's current stream while it lives).

@@ -63,7 +63,7 @@ class PrefetchLoader {
   struct Queue;
   Item assemble(int64_t index) const;
   Batch receive(Item item) const;
-  void work(int64_t first_batch);
+  void work(Queue& q, int64_t first_batch);
 
   BatchLoader source_;
   PrefetchOptions options_;
