@@ -28,9 +28,10 @@ void for_each_key(C& c, V&& v) {
   v("run", "name", c.run.name, "run directory name under run.dir");
   v("run", "dir", c.run.dir, "parent folder of run directories");
   v("data", "format", c.data.format,
-    "idx, csv, npy or auto (idx without data.train, else by its extension)");
+    "idx, csv, npy, text or auto (idx without data.train, else by its extension)");
   v("data", "root", c.data.root, "idx: folder with the Fashion-MNIST IDX files (.gz or plain)");
-  v("data", "train", c.data.train, "csv: the training table; npy: its inputs (.npy, or .npz with x and y)");
+  v("data", "train", c.data.train,
+    "csv: the training table; npy: its inputs (.npy, or .npz with x and y); text: a UTF-8 file or folder");
   v("data", "train_targets", c.data.train_targets, "npy: the training targets (.npy)");
   v("data", "test", c.data.test, "the test split's file, as data.train; \"\" = hold out test_fraction");
   v("data", "test_targets", c.data.test_targets, "npy: the test targets (.npy)");
@@ -46,6 +47,9 @@ void for_each_key(C& c, V&& v) {
   v("data", "standardize", c.data.standardize,
     "scale numeric inputs to mean 0 and deviation 1 with training statistics");
   v("data", "delimiter", c.data.delimiter, "csv: the field delimiter");
+  v("data", "block_size", c.data.block_size, "text: tokens the model sees to predict the next one");
+  v("data", "stride", c.data.stride, "text: tokens between the starts of consecutive examples");
+  v("data", "vocabulary", c.data.vocabulary, "text: char (the text's distinct characters) or byte (256 ids)");
   v("data", "train_limit", c.data.train_limit, "use the first N training examples; 0 = all");
   v("data", "test_limit", c.data.test_limit, "use the first N test examples; 0 = all");
   v("model", "name", c.model.name, "model to build: mlp or deep_mlp");
@@ -390,6 +394,9 @@ void validate(const Config& c) {
   if (c.data.delimiter.size() != 1 || c.data.delimiter == "\"" || c.data.delimiter == "\n")
     fail("data.delimiter", "one character other than a quote or a line end",
          "\"" + c.data.delimiter + "\"");
+  positive("data.block_size", c.data.block_size);
+  positive("data.stride", c.data.stride);
+  one_of("data.vocabulary", c.data.vocabulary, {"char", "byte"});
   non_negative("data.train_limit", c.data.train_limit);
   non_negative("data.test_limit", c.data.test_limit);
   one_of("model.name", c.model.name, kiln::nn::model_names());

@@ -32,6 +32,9 @@ struct Config {
     std::string unseen = "error";
     bool standardize = true;
     std::string delimiter = ",";
+    int64_t block_size = 32;
+    int64_t stride = 1;
+    std::string vocabulary = "char";
     int64_t train_limit = 0;
     int64_t test_limit = 0;
   } data;

@@ -42,6 +42,9 @@ train::RunSpec to_spec(const Config& c) {
       .unseen(c.data.unseen)
       .standardize(c.data.standardize)
       .delimiter(c.data.delimiter)
+      .block_size(c.data.block_size)
+      .stride(c.data.stride)
+      .vocabulary(c.data.vocabulary)
       .train_limit(c.data.train_limit)
       .test_limit(c.data.test_limit)
       .seed(static_cast<uint64_t>(c.train.seed));
@@ -223,7 +226,7 @@ int run_train(const TrainCommand& cmd) {
                 why ? "last" : "final", measured, result.test_loss,
                 static_cast<long long>(result.steps), format_duration(result.seconds).c_str(),
                 result.last_checkpoint.c_str());
-    if (!result.per_class_accuracy.empty()) {
+    if (!result.per_class_accuracy.empty() && result.per_class_accuracy.size() <= 20) {
       std::printf("test accuracy by class:");
       for (const auto& [name, acc] : result.per_class_accuracy)
         if (std::isnan(acc)) std::printf("  %s -", name.c_str());

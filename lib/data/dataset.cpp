@@ -13,6 +13,8 @@
 
 #include "data/csv.h"
 #include "data/npy.h"
+#include "data/npz.h"
+#include "data/text.h"
 #include "data/tabular.h"
 #include "util/error.h"
 
@@ -25,7 +27,7 @@ const char* task_name(Task task) {
 }
 
 const std::vector<std::string>& data_formats() {
-  static const std::vector<std::string> names = {"idx", "csv", "npy"};
+  static const std::vector<std::string> names = {"idx", "csv", "npy", "text"};
   return names;
 }
 
@@ -121,9 +123,10 @@ std::string resolve_format(const DataOptions& o) {
   std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
   if (ext == ".csv" || ext == ".tsv") return "csv";
   if (ext == ".npy" || ext == ".npz") return "npy";
+  if (ext == ".txt" || ext == ".md" || fs::is_directory(o.train())) return "text";
   throw InputError(c10::str("data.format: \"auto\" cannot tell the format of data.train = \"",
                             o.train(), "\" (", ext.empty() ? "no extension" : ext,
-                            "); set data.format to one of idx, csv, npy"));
+                            "); set data.format to one of idx, csv, npy, text"));
 }
 
 namespace {
@@ -160,11 +163,33 @@ struct Arrays {
   std::string x_path, y_path;
 };
 
+// An .npz holds both: arrays named x and y.
+Arrays read_archive(const std::string& path, const std::string& y_path, const char* key) {
+  if (!y_path.empty())
+    throw InputError(c10::str("data.", key, "_targets: expected none beside the archive data.",
+                              key, " = \"", path, "\" (its arrays x and y), found \"", y_path, "\""));
+  Arrays a;
+  std::string names;
+  for (auto& [name, t] : read_npz(path)) {
+    names += (names.empty() ? "" : ", ") + name;
+    if (name == "x") a.x = t;
+    if (name == "y") a.y = t;
+  }
+  if (!a.x.defined() || !a.y.defined())
+    throw InputError(c10::str(path, ": expected arrays named x and y (np.savez(path, x=X, y=Y)), "
+                              "found ", names.empty() ? std::string("none") : names));
+  a.x_path = path + ":x";
+  a.y_path = path + ":y";
+  return a;
+}
+
 Arrays read_arrays(const std::string& x_path, const std::string& y_path, const char* key) {
-  if (y_path.empty())
+  const bool archive = fs::path(x_path).extension() == ".npz";
+  if (y_path.empty() && !archive)
     throw InputError(c10::str("data.", key, "_targets: expected the targets' .npy file beside data.",
                               key, " = \"", x_path, "\", found none"));
-  Arrays a{read_npy(x_path), read_npy(y_path), x_path, y_path};
+  Arrays a = archive ? read_archive(x_path, y_path, key)
+                     : Arrays{read_npy(x_path), read_npy(y_path), x_path, y_path};
   if (a.x.dim() == 0) throw InputError(c10::str(x_path, ": expected an array of examples (rank ≥ 1), found a scalar"));
   if (a.y.dim() == 0 || a.y.dim() > 2)
     throw InputError(c10::str(y_path, ": expected targets of shape (N) or (N, K), found rank ", a.y.dim()));
@@ -291,7 +316,81 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
   return d;
 }
 
+// --- text: a character (or byte) language model's windows ------------------------
+
+Data text_data(const DataOptions& o, const DataSchema* saved) {
+  if (o.block_size() < 1) throw InputError(c10::str("data.block_size: expected >= 1, found ", o.block_size()));
+  if (o.stride() < 1) throw InputError(c10::str("data.stride: expected >= 1, found ", o.stride()));
+  if (o.vocabulary() != "char" && o.vocabulary() != "byte")
+    throw InputError(c10::str("data.vocabulary: expected char or byte, found '", o.vocabulary(), "'"));
+  const std::string train_text = read_text(o.train());
+  const std::string test_text = o.test().empty() ? std::string() : read_text(o.test());
+  Data d;
+  DataSchema& s = d.schema;
+  if (saved) {
+    s = *saved;
+  } else {
+    // A character vocabulary is the alphabet of all the text the run reads (a missing
+    // character could not be encoded), not a statistic fitted on the training part.
+    const auto vocab = o.vocabulary() == "byte" ? Vocabulary::bytes()
+                                                : Vocabulary::characters(train_text + test_text);
+    s.format = "text";
+    s.task = Task::kClassification;
+    s.input_shape = {o.block_size()};
+    s.outputs = vocab.size();
+    for (int64_t id = 0; id < vocab.size(); ++id)
+      s.classes.push_back(vocab.decode(at::tensor({id}, at::kLong)));
+    s.transform = {{"encoding", "one_hot"},
+                   {"block_size", o.block_size()},
+                   {"vocabulary", json::parse(vocab.to_json().dump())}};
+    s.read = {{"stride", o.stride()}};
+  }
+  const auto vocab = Vocabulary::from_json(nlohmann::json::parse(s.transform.at("vocabulary").dump()),
+                                           "data.json: transform.vocabulary");
+  const int64_t block = s.transform.at("block_size").get<int64_t>();
+  // Without a test file the last test_fraction of the text is the test set: windows
+  // overlap, so a random split would put every test window's tokens in training too.
+  at::Tensor train_tokens = vocab.encode(train_text), test_tokens;
+  if (o.test().empty()) {
+    if (!(o.test_fraction() > 0.0 && o.test_fraction() < 1.0))
+      throw InputError(c10::str("data.test_fraction: expected a fraction in (0, 1), found ", o.test_fraction()));
+    const int64_t n = train_tokens.numel();
+    const int64_t cut = n - std::llround(o.test_fraction() * static_cast<double>(n));
+    test_tokens = train_tokens.narrow(0, cut, n - cut).contiguous();
+    train_tokens = train_tokens.narrow(0, 0, cut).contiguous();
+  } else {
+    test_tokens = vocab.encode(test_text);
+  }
+  const auto windows = [&](const at::Tensor& tokens, const std::string& what, int64_t limit) {
+    if (tokens.numel() < block + 1)
+      throw InputError(c10::str(what, ": expected at least data.block_size + 1 = ", block + 1,
+                                " tokens, found ", tokens.numel()));
+    const auto w = make_windows(tokens, block, o.stride());
+    Dataset set{w.x, w.next_token};
+    if (limit > 0 && limit < set.size()) set = {set.x.narrow(0, 0, limit), set.y.narrow(0, 0, limit)};
+    return set;
+  };
+  d.train = windows(train_tokens, o.train(), o.train_limit());
+  d.test = windows(test_tokens, o.test().empty() ? c10::str(o.train(), " (its last ", o.test_fraction(),
+                                                            " held out for testing)")
+                                                 : o.test(),
+                   o.test_limit());
+  return d;
+}
+
 }  // namespace
+
+at::Tensor model_inputs(const at::Tensor& x, const DataSchema& schema) {
+  if (schema.transform.value("encoding", "") != "one_hot") return x;
+  // x: (B, T) token ids → (B, T·V) one-hot.
+  return at::one_hot(x, schema.outputs).flatten(1).to(at::kFloat);
+}
+
+int64_t model_input_size(const DataSchema& schema) {
+  int64_t n = 1;
+  for (const int64_t d : schema.input_shape) n *= d;
+  return schema.transform.value("encoding", "") == "one_hot" ? n * schema.outputs : n;
+}
 
 Data load_data(const DataOptions& o, const DataSchema* saved) {
   const std::string format = saved ? saved->format : resolve_format(o);
@@ -317,8 +416,11 @@ Data load_data(const DataOptions& o, const DataSchema* saved) {
     d = table_data(train, test ? &*test : nullptr, o, saved);
   } else if (format == "npy") {
     d = array_data(o, saved);
+  } else if (format == "text") {
+    d = text_data(o, saved);
   } else {
-    throw InputError(c10::str("data.json: format: expected one of idx, csv, npy, found '", format, "'"));
+    throw InputError(c10::str("data.json: format: expected one of idx, csv, npy, text, found '",
+                              format, "'"));
   }
   if (d.train.size() == 0) throw InputError("data: the training split is empty");
   if (d.test.size() == 0) throw InputError("data: the test split is empty");

@@ -24,7 +24,7 @@ const std::vector<std::string>& data_formats();
 
 struct DataOptions {
   /// idx, csv, npy, text, or auto: idx without data.train, else by its extension
-  /// (.csv/.tsv → csv, .npy/.npz → npy, .txt or a folder → text).
+  /// (.csv/.tsv → csv, .npy/.npz → npy, .txt/.md or a folder → text).
   TORCH_ARG(std::string, format) = "auto";
   /// idx: the folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
   TORCH_ARG(std::string, root) = kDefaultFashionMnistRoot;
@@ -60,6 +60,12 @@ struct DataOptions {
   TORCH_ARG(int64_t, test_limit) = 0;
   /// Seeds the test split.
   TORCH_ARG(uint64_t, seed) = 0;
+  /// text: tokens per example (the model sees block_size tokens, predicts the next).
+  TORCH_ARG(int64_t, block_size) = 32;
+  /// text: tokens between the starts of consecutive windows.
+  TORCH_ARG(int64_t, stride) = 1;
+  /// text: "char" (the distinct characters of the text) or "byte" (256 ids).
+  TORCH_ARG(std::string, vocabulary) = "char";
 };
 
 /// The data set's half of the model's contract: fitted on the training split,
@@ -89,7 +95,8 @@ struct DataSchema {
 };
 
 /// Examples of one split, on the CPU: x (N, input_shape…) float32 (int64 tokens for
-/// text); y (N) int64 class ids, or (N, outputs) float32 standardised targets.
+/// text: model_inputs() makes them the model's); y (N) int64 class ids, or
+/// (N, outputs) float32 standardised targets.
 struct Dataset {
   at::Tensor x, y;
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
@@ -105,6 +112,15 @@ struct Data {
 /// and refuses data it does not fit. Bad files or options throw kiln::InputError.
 /// Example: auto d = kiln::data::load_data(DataOptions().format("csv").train("t.csv").label("y"));
 Data load_data(const DataOptions& options, const DataSchema* saved = nullptr);
+
+/// What the model takes for a batch `x` of the data set: x itself, or for text the
+/// tokens one-hot encoded and flattened, (B, block_size · vocabulary) float32.
+/// Example: auto logits = model.forward(kiln::data::model_inputs(batch.x, schema));
+at::Tensor model_inputs(const at::Tensor& x, const DataSchema& schema);
+
+/// How many values one example gives the model (the product of model_inputs' shape
+/// past the batch dimension).
+int64_t model_input_size(const DataSchema& schema);
 
 /// The format "auto" stands for with these options; throws kiln::InputError when
 /// no format can be told.

@@ -133,9 +133,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   if (opt_.max_steps() > 0) total_steps_ = std::min(total_steps_, opt_.max_steps());
 
   auto model_spec = spec.model;
-  int64_t in_features = 1;
-  for (const int64_t d : schema.input_shape) in_features *= d;
-  nn::fit_to_data(model_spec, in_features, schema.outputs);
+  nn::fit_to_data(model_spec, data::model_input_size(schema), schema.outputs);
   model_ = nn::make_model(model_spec);
   module_ = model_.ptr();
   if (!spec.init_from.empty() && spec.resume_checkpoint.empty()) {
@@ -192,7 +190,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
 
 at::Tensor Run::forward(const at::Tensor& x) {
   AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // fp32: autocast off
-  return model_.forward(x);
+  return model_.forward(data::model_inputs(x, data_.schema));
 }
 
 // One optimizer step over batch (B examples) in `accumulate` micro-batches.
@@ -207,7 +205,7 @@ void Run::step(const data::Batch& batch) {
     at::Tensor part;
     {
       AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
-      const auto out = model_.forward(xs[i]);
+      const auto out = model_.forward(data::model_inputs(xs[i], data_.schema));
       part = data_.schema.task == data::Task::kRegression
                  ? at::mse_loss(out.to(at::kFloat), ys[i])  // standardised targets
                  : kiln::ops::cross_entropy(out, ys[i]);

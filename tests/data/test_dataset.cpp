@@ -237,3 +237,37 @@ TEST_CASE("NumPy arrays: mismatched counts, class ids outside the classes and mi
   CHECK_THAT(error_of(DataOptions().train(dir / "x.bin")),
              Catch::Contains("data.format: \"auto\" cannot tell the format of data.train"));
 }
+
+TEST_CASE("text: windows of block_size tokens, the next one the label, the tail the test set",
+          "[data][dataset][text]") {
+  kiln::test::TempDir dir;
+  const auto path = write(dir, "t.txt", "abcdefghijklmnopqrstuvwxyz0123456789");  // 36 characters
+  const auto d = load_data(DataOptions().format("text").train(path).block_size(4).test_fraction(0.25));
+  REQUIRE(d.schema.format == "text");
+  REQUIRE(d.schema.outputs == 36);
+  REQUIRE(d.schema.input_shape == std::vector<int64_t>{4});
+  REQUIRE(kiln::data::model_input_size(d.schema) == 4 * 36);
+  // 27 training characters give 23 windows; the last 9 (test) give 5.
+  REQUIRE(d.train.size() == 23);
+  REQUIRE(d.test.size() == 5);
+  const auto id = [&](char c) {
+    const auto& cls = d.schema.classes;
+    return static_cast<int64_t>(std::find(cls.begin(), cls.end(), std::string(1, c)) - cls.begin());
+  };
+  CHECK(d.train.x[1][0].item<int64_t>() == id('b'));
+  CHECK(d.train.y[1].item<int64_t>() == id('f'));
+  CHECK(d.test.x[0][0].item<int64_t>() == id('1'));  // the test text starts at character 27
+  const auto one_hot = kiln::data::model_inputs(d.train.x.narrow(0, 0, 2), d.schema);
+  REQUIRE(one_hot.sizes() == at::IntArrayRef{2, 4 * 36});
+  REQUIRE(one_hot.sum().item<float>() == 8.0f);
+  CHECK_THAT(error_of(DataOptions().format("text").train(path).block_size(30).test_fraction(0.25)),
+             Catch::Contains("t.txt: expected at least data.block_size + 1 = 31 tokens, found 27"));
+  CHECK_THAT(error_of(DataOptions().format("text").train(path).block_size(12).test_fraction(0.25)),
+             Catch::Contains("t.txt (its last 0.25 held out for testing): expected at least "
+                             "data.block_size + 1 = 13 tokens, found 9"));
+  // A test file with a character the run's vocabulary lacks is named.
+  const auto saved = d.schema;
+  const auto other = write(dir, "o.txt", "abc!defghijk");
+  CHECK_THAT(error_of(DataOptions().format("text").train(path).test(other).block_size(4), &saved),
+             Catch::Contains("U+0021"));
+}

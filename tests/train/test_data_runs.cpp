@@ -10,6 +10,7 @@
 #include <random>
 
 #include "data/npy.h"
+#include "data/npz.h"
 #include "run_files.h"
 #include "support.h"
 #include "train/checkpoint.h"
@@ -179,4 +180,42 @@ TEST_CASE("model.init_from starts a fresh run from another run's checkpoint",
     REQUIRE(at::allclose(w[i].second, v[i].second, 0, 1e-6));
   }
   REQUIRE(a["accuracy"].get<double>() > 0.9);
+}
+
+TEST_CASE("configs/text_chars.toml: a next-character model trains on a UTF-8 folder",
+          "[train][data][text]") {
+  kiln::test::TempDir dir;
+  fs::create_directories(dir / "corpus");
+  // A pattern an MLP over the 32 characters before can learn, in two files, non-ASCII too.
+  std::string a, b;
+  for (int i = 0; i < 200; ++i) a += "the cat sat on the mat. ça va très bien. ";
+  for (int i = 0; i < 60; ++i) b += "the cat sat on the mat. ça va très bien. ";
+  std::ofstream(dir / "corpus/a.txt") << a;
+  std::ofstream(dir / "corpus/b.txt") << b;
+  const auto run = dir / "run";
+  REQUIRE(train("configs/text_chars.toml", run,
+                {"data.train=" + (dir / "corpus"), "train.epochs=2", "train.threads=1",
+                 "data.stride=2"}) == 0);
+  const auto test = last_test_line(run);
+  INFO(test.dump());
+  REQUIRE(test["accuracy"].get<double>() > 0.9);
+  const auto schema = read_json(run + "/data.json");
+  REQUIRE(schema["format"] == "text");
+  REQUIRE(schema["transform"]["vocabulary"]["characters"].get<std::string>().find("ç") !=
+          std::string::npos);
+}
+
+TEST_CASE("an .npz archive with arrays x and y trains as data.format npy", "[train][data][npy]") {
+  kiln::test::TempDir dir;
+  torch::manual_seed(4);
+  const auto x = at::randn({300, 5});
+  const auto y = (x.select(1, 0) * 3 - x.select(1, 1)).to(at::kDouble);  // a linear target
+  kiln::data::write_npz(dir / "d.npz", {{"x", x}, {"y", y}});
+  const auto run = dir / "run";
+  REQUIRE(train("configs/arrays_npy.toml", run,
+                {"data.train=" + (dir / "d.npz"), "data.train_targets=", "train.epochs=20",
+                 "train.threads=1"}) == 0);
+  const auto test = last_test_line(run);
+  INFO(test.dump());
+  REQUIRE(test["r2"].get<double>() > 0.95);
 }
