@@ -73,6 +73,7 @@ train::RunSpec to_spec(const Config& c) {
       .threads(c.train.threads)
       .device(c.train.device)
       .precision(c.train.precision)
+      .prefetch(c.train.prefetch)
       .clip_norm(c.optim.clip_norm);
   spec.checkpoint.every(c.checkpoint.every)
       .keep_last(c.checkpoint.keep_last)
