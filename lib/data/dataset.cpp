@@ -259,8 +259,11 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
     }
     s.input_shape.assign(train.x.sizes().begin() + 1, train.x.sizes().end());
     if (o.standardize()) {
-      const auto x = train.x.to(at::kDouble).reshape({train.x.size(0), -1});
-      const auto mean = x.mean(0), sd = x.std(0, false);
+      // ATen accumulates a float tensor's moments in double on the CPU.
+      const auto x = train.x.reshape({train.x.size(0), -1});
+      const auto [sd_f, mean_f] = at::std_mean(x.is_floating_point() ? x : x.to(at::kFloat), 0,
+                                               /*correction=*/0);
+      const auto mean = mean_f.to(at::kDouble), sd = sd_f.to(at::kDouble);
       const auto sd1 = at::where(sd > 0, sd, at::ones_like(sd));
       const auto list = [](const at::Tensor& t) {
         const auto c = t.contiguous();
@@ -285,7 +288,7 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
     if (mean.numel() != x[0].numel())
       throw InputError(c10::str("data.json: transform.mean: expected ", x[0].numel(),
                                 " values (one per input feature), found ", mean.numel()));
-    return x.to(at::kDouble).reshape({x.size(0), -1}).sub(mean).div(sd).to(at::kFloat).reshape(x.sizes());
+    return x.reshape({x.size(0), -1}).to(at::kFloat).sub(mean.to(at::kFloat)).div(sd.to(at::kFloat)).reshape(x.sizes());
   };
   // Targets: class ids in 0..outputs−1, or standardised floats (N, outputs).
   const auto targets = [&](const Arrays& a, const at::Tensor& y) {

@@ -3,6 +3,7 @@
 #include "data/tabular.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/util/StringUtil.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <limits>
 #include <set>
 
 #include "util/error.h"
@@ -42,6 +44,50 @@ std::optional<double> parse_number(std::string_view v) {
     return std::nullopt;
   return out;
 }
+
+// The fields of the columns a data set uses, each parsed once: a number, a missing
+// value, or text (the reader's speed depends on this: a field is looked at once).
+enum : uint8_t { kNumber, kMissing, kText };
+struct ParsedColumn {
+  std::vector<double> value;  // the number (kNumber), else NaN
+  std::vector<uint8_t> kind;
+};
+
+class Parsed {
+ public:
+  Parsed(const CsvTable& t, const std::vector<int64_t>& cols) : t_(t), cols_(static_cast<size_t>(t.columns())) {
+    at::parallel_for(0, static_cast<int64_t>(cols.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        ParsedColumn& c = cols_[static_cast<size_t>(cols[static_cast<size_t>(i)])];
+        if (!c.kind.empty()) continue;
+        c.value.resize(static_cast<size_t>(t.rows()));
+        c.kind.resize(static_cast<size_t>(t.rows()));
+        for (int64_t r = 0; r < t.rows(); ++r) {
+          const auto v = t.at(r, cols[static_cast<size_t>(i)]);
+          const auto n = is_missing(v) ? std::nullopt : parse_number(v);
+          c.kind[r] = n ? kNumber : is_missing(v) ? kMissing : kText;
+          c.value[r] = n ? *n : std::numeric_limits<double>::quiet_NaN();
+        }
+      }
+    });
+  }
+  const CsvTable& table() const { return t_; }
+  bool missing(int64_t r, int64_t c) const { return col(c).kind[r] == kMissing; }
+  std::optional<double> number(int64_t r, int64_t c) const {
+    const auto& pc = col(c);
+    if (pc.kind[r] != kNumber) return std::nullopt;
+    return pc.value[r];
+  }
+
+ private:
+  const ParsedColumn& col(int64_t c) const {
+    const auto& pc = cols_[static_cast<size_t>(c)];
+    TORCH_INTERNAL_ASSERT(!pc.kind.empty(), "column ", c, " was not parsed");
+    return pc;
+  }
+  const CsvTable& t_;
+  std::vector<ParsedColumn> cols_;
+};
 
 // "FILE: line L, column C (NAME)".
 std::string where(const CsvTable& t, int64_t row, int64_t col) {
@@ -83,13 +129,13 @@ struct Feature {
 
 // A column is numeric when every value present parses as a number, categorical when
 // none does (or the user says so); a mix is a bad value in a numeric column.
-bool decide_categorical(const CsvTable& t, int64_t col, bool forced) {
+bool decide_categorical(const Parsed& p, int64_t col, bool forced) {
   if (forced) return true;
+  const CsvTable& t = p.table();
   int64_t first_number = -1, first_text = -1;
   for (int64_t r = 0; r < t.rows() && (first_number < 0 || first_text < 0); ++r) {
-    const auto v = t.at(r, col);
-    if (is_missing(v)) continue;
-    if (parse_number(v)) {
+    if (p.missing(r, col)) continue;
+    if (p.number(r, col)) {
       if (first_number < 0) first_number = r;
     } else if (first_text < 0) {
       first_text = r;
@@ -116,8 +162,9 @@ class TableEncoder {
   int64_t width() const { return width_; }
 
   // x: (rows, width) float32; y: (rows) int64 or (rows, 1) float32 standardised.
-  Dataset encode(const CsvTable& t, const std::vector<int64_t>& rows,
+  Dataset encode(const Parsed& p, const std::vector<int64_t>& rows,
                  const std::vector<int64_t>& cols, int64_t label_col) const {
+    const CsvTable& t = p.table();
     const auto n = static_cast<int64_t>(rows.size());
     auto x = at::zeros({n, width_}, at::kFloat);
     const bool regression = schema_.task == Task::kRegression;
@@ -131,7 +178,7 @@ class TableEncoder {
         const int64_t c = cols[f];
         const auto v = t.at(r, c);
         if (feat.categorical) {
-          if (!is_missing(v)) {
+          if (!p.missing(r, c)) {
             const auto key = trim(v);
             const auto it = std::lower_bound(feat.categories.begin(), feat.categories.end(), key);
             if (it != feat.categories.end() && *it == key) {
@@ -147,8 +194,8 @@ class TableEncoder {
           continue;
         }
         double value = feat.mean;  // a missing value that got past the missing check: "mean"
-        if (!is_missing(v)) {
-          const auto parsed = parse_number(v);
+        if (!p.missing(r, c)) {
+          const auto parsed = p.number(r, c);
           if (!parsed)
             throw InputError(c10::str(where(t, r, c), ": expected a number, found '", v, "'"));
           value = *parsed;
@@ -157,7 +204,7 @@ class TableEncoder {
       }
       const auto label = t.at(r, label_col);
       if (regression) {
-        const auto parsed = parse_number(label);
+        const auto parsed = p.number(r, label_col);
         if (!parsed)
           throw InputError(c10::str(where(t, r, label_col), ": expected a number (the regression "
                                     "target), found '", label, "'"));
@@ -193,15 +240,16 @@ class TableEncoder {
 
 // The rows whose used columns all hold values; a missing one is an error, drops the
 // row, or (kMean, features only) stays to be filled.
-std::vector<int64_t> usable_rows(const CsvTable& t, const std::vector<int64_t>& cols,
+std::vector<int64_t> usable_rows(const Parsed& p, const std::vector<int64_t>& cols,
                                  int64_t label_col, Missing mode) {
+  const CsvTable& t = p.table();
   std::vector<int64_t> rows;
   rows.reserve(static_cast<size_t>(t.rows()));
   for (int64_t r = 0; r < t.rows(); ++r) {
     bool keep = true;
     for (size_t i = 0; i <= cols.size() && keep; ++i) {
       const int64_t c = i < cols.size() ? cols[i] : label_col;
-      if (!is_missing(t.at(r, c))) continue;
+      if (!p.missing(r, c)) continue;
       const bool is_label = c == label_col;
       if (mode == Missing::kDrop) {
         keep = false;
@@ -235,8 +283,9 @@ std::vector<int64_t> first(std::vector<int64_t> rows, int64_t limit) {
 }
 
 // The schema's features and task, fitted on `rows` of the training table.
-DataSchema fit(const CsvTable& t, const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
+DataSchema fit(const Parsed& p, const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
                int64_t label_col, std::vector<Feature>& features, const DataOptions& o) {
+  const CsvTable& t = p.table();
   DataSchema s;
   s.format = "csv";
   for (size_t f = 0; f < features.size(); ++f) {
@@ -245,22 +294,20 @@ DataSchema fit(const CsvTable& t, const std::vector<int64_t>& rows, const std::v
     if (feat.categorical) {
       std::set<std::string, std::less<>> seen;
       for (const int64_t r : rows)
-        if (!is_missing(t.at(r, c))) seen.emplace(trim(t.at(r, c)));
+        if (!p.missing(r, c)) seen.emplace(trim(t.at(r, c)));
       feat.categories.assign(seen.begin(), seen.end());
       continue;
     }
     double sum = 0.0, sq = 0.0;
     int64_t n = 0;
     for (const int64_t r : rows)
-      if (!is_missing(t.at(r, c)))
-        if (const auto v = parse_number(t.at(r, c))) {
-          sum += *v;
-          ++n;
-        }
+      if (const auto v = p.number(r, c)) {
+        sum += *v;
+        ++n;
+      }
     feat.mean = n ? sum / n : 0.0;
     for (const int64_t r : rows)
-      if (!is_missing(t.at(r, c)))
-        if (const auto v = parse_number(t.at(r, c))) sq += (*v - feat.mean) * (*v - feat.mean);
+      if (const auto v = p.number(r, c)) sq += (*v - feat.mean) * (*v - feat.mean);
     const double sd = n ? std::sqrt(sq / n) : 0.0;
     feat.stddev = o.standardize() && sd > 0.0 ? sd : 1.0;
     if (!o.standardize()) feat.mean = n ? sum / n : 0.0;  // still fills missing values
@@ -270,7 +317,7 @@ DataSchema fit(const CsvTable& t, const std::vector<int64_t>& rows, const std::v
   // numbers could be either, and the user says which.
   bool any_text = false, any_fraction = false;
   for (const int64_t r : rows) {
-    const auto v = parse_number(t.at(r, label_col));
+    const auto v = p.number(r, label_col);
     if (!v) any_text = true;
     else if (*v != std::floor(*v)) any_fraction = true;
   }
@@ -279,7 +326,7 @@ DataSchema fit(const CsvTable& t, const std::vector<int64_t>& rows, const std::v
   if (o.task() == "regression") {
     if (any_text) {
       for (const int64_t r : rows)
-        if (!parse_number(t.at(r, label_col)))
+        if (!p.number(r, label_col))
           throw InputError(c10::str(where(t, r, label_col), ": data.task is regression: expected a "
                                     "number, found '", t.at(r, label_col), "'"));
     }
@@ -308,10 +355,10 @@ DataSchema fit(const CsvTable& t, const std::vector<int64_t>& rows, const std::v
     s.outputs = static_cast<int64_t>(s.classes.size());
   } else {
     double sum = 0.0, sq = 0.0;
-    for (const int64_t r : rows) sum += *parse_number(t.at(r, label_col));
+    for (const int64_t r : rows) sum += *p.number(r, label_col);
     const double mean = sum / static_cast<double>(rows.size());
     for (const int64_t r : rows) {
-      const double d = *parse_number(t.at(r, label_col)) - mean;
+      const double d = *p.number(r, label_col) - mean;
       sq += d * d;
     }
     const double sd = std::sqrt(sq / static_cast<double>(rows.size()));
@@ -370,9 +417,7 @@ Data table_data(const CsvTable& train, const CsvTable* test, const DataOptions& 
                                   "' cannot be a feature too"));
       Feature f;
       f.name = n;
-      const bool forced = std::find(o.categorical().begin(), o.categorical().end(), n) !=
-                          o.categorical().end();
-      f.categorical = decide_categorical(train, column_index(train, n, "data.features"), forced);
+      column_index(train, n, "data.features");  // names the columns when it is not one
       features.push_back(std::move(f));
     }
   }
@@ -381,8 +426,19 @@ Data table_data(const CsvTable& train, const CsvTable* test, const DataOptions& 
     for (const auto& f : features) cols.push_back(column_index(t, f.name, "a feature column"));
     return cols;
   };
+  const auto with_label = [](std::vector<int64_t> cols, int64_t label) {
+    cols.push_back(label);
+    return cols;
+  };
   const auto train_cols = indices(train);
-  const auto train_usable = usable_rows(train, train_cols, label_col, mode);
+  const Parsed train_p(train, with_label(train_cols, label_col));
+  if (!saved)
+    for (size_t i = 0; i < features.size(); ++i) {
+      const auto& c = o.categorical();
+      const bool forced = std::find(c.begin(), c.end(), features[i].name) != c.end();
+      features[i].categorical = decide_categorical(train_p, train_cols[i], forced);
+    }
+  const auto train_usable = usable_rows(train_p, train_cols, label_col, mode);
 
   std::vector<int64_t> train_rows, test_rows;
   if (test) {
@@ -394,7 +450,7 @@ Data table_data(const CsvTable& train, const CsvTable* test, const DataOptions& 
     test_rows = take(train_usable, te, o.test_limit());
   }
 
-  DataSchema schema = saved ? *saved : fit(train, train_rows, train_cols, label_col, features, o);
+  DataSchema schema = saved ? *saved : fit(train_p, train_rows, train_cols, label_col, features, o);
   if (!saved) {
     schema.transform = {{"columns", json::array()}};
     for (const auto& f : features) {
@@ -411,14 +467,15 @@ Data table_data(const CsvTable& train, const CsvTable* test, const DataOptions& 
   schema.input_shape = {encoder.width()};
 
   Data d;
-  d.train = encoder.encode(train, train_rows, train_cols, label_col);
+  d.train = encoder.encode(train_p, train_rows, train_cols, label_col);
   if (test) {
     const int64_t test_label = column_index(*test, label, "data.label");
     const auto test_cols = indices(*test);
-    test_rows = first(usable_rows(*test, test_cols, test_label, mode), o.test_limit());
-    d.test = encoder.encode(*test, test_rows, test_cols, test_label);
+    const Parsed test_p(*test, with_label(test_cols, test_label));
+    test_rows = first(usable_rows(test_p, test_cols, test_label, mode), o.test_limit());
+    d.test = encoder.encode(test_p, test_rows, test_cols, test_label);
   } else {
-    d.test = encoder.encode(train, test_rows, train_cols, label_col);
+    d.test = encoder.encode(train_p, test_rows, train_cols, label_col);
   }
   d.schema = std::move(schema);
   return d;
