@@ -15,12 +15,12 @@
 #include <cctype>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include "train/checkpoint_layout.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/safetensors.h"
+#include "util/torch_archive.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -37,12 +37,11 @@ safetensors::NamedTensors named_state(const torch::nn::Module& model) {
   return out;
 }
 
+// A .pt file that Python's torch.load(weights_only=True) reads as a dict.
 std::string archive_bytes(const std::function<void(OutputArchive&)>& fill) {
   OutputArchive ar;
   fill(ar);
-  std::ostringstream out;
-  ar.save_to(out);
-  return out.str();
+  return torch_pickle::serialize_archive(ar);
 }
 
 // The default generators: CPU, and one per visible CUDA device.
@@ -156,14 +155,6 @@ std::string read_verified(const fs::path& dir, const std::string& file,
     throw InputError(c10::str(path, ": truncated or corrupted: CRC-32 ", files::crc32(bytes),
                               " differs from the manifest's ", expected_crc));
   return bytes;
-}
-
-void load_archive(InputArchive& ar, const std::string& bytes, const std::string& path) {
-  try {
-    ar.load_from(bytes.data(), bytes.size());
-  } catch (const c10::Error& e) {
-    throw InputError(c10::str(path, ": not a readable archive (", e.what_without_backtrace(), ")"));
-  }
 }
 
 // Checks the file's tensors against the model's, by name, shape and dtype.
@@ -338,7 +329,7 @@ TrainPosition Checkpointer::load(const std::string& checkpoint_dir) {
   read_verified(dir, layout::kConfig, manifest);
   const std::string trainer_bytes = read_verified(dir, layout::kTrainer, manifest);
   InputArchive trainer_ar;
-  load_archive(trainer_ar, trainer_bytes, path(layout::kTrainer));
+  torch_pickle::load_archive(trainer_ar, trainer_bytes, path(layout::kTrainer));
   const TrainerState trainer = read_trainer_state(trainer_ar, path(layout::kTrainer));
   if (manifest["step"].get<int64_t>() != trainer.position.step)
     throw InputError(c10::str(path(layout::kTrainer), ": step ", trainer.position.step,
@@ -350,7 +341,7 @@ TrainPosition Checkpointer::load(const std::string& checkpoint_dir) {
   // The optimizer and the parts check their own state as they load it (AdamW
   // changes nothing when it refuses); the model is written only after them.
   InputArchive optimizer_ar;
-  load_archive(optimizer_ar, optimizer_bytes, path(layout::kOptimizer));
+  torch_pickle::load_archive(optimizer_ar, optimizer_bytes, path(layout::kOptimizer));
   try {
     optimizer_.load(optimizer_ar);
   } catch (const c10::Error& e) {
@@ -359,7 +350,7 @@ TrainPosition Checkpointer::load(const std::string& checkpoint_dir) {
   for (size_t i = 0; i < parts_.size(); ++i) {
     const std::string file = path(parts_[i].name + ".pt");
     InputArchive ar;
-    load_archive(ar, part_bytes[i], file);
+    torch_pickle::load_archive(ar, part_bytes[i], file);  // .pt, or older TorchScript archives
     try {
       parts_[i].load(ar);
     } catch (const c10::Error& e) {

@@ -205,6 +205,12 @@ void save_file(const std::string& path, const c10::IValue& value, const Records&
 
 c10::IValue load_file(const std::string& path) { return deserialize(files::read(path), path); }
 
+std::vector<std::string> record_names(std::string_view bytes, const std::string& source) {
+  return with_reader(bytes, source, [](caffe2::serialize::PyTorchStreamReader& reader) {
+    return reader.getAllRecords();
+  });
+}
+
 std::optional<std::string> read_record(const std::string& path, const std::string& name) {
   const std::string bytes = files::read(path);
   return with_reader(bytes, path, [&](caffe2::serialize::PyTorchStreamReader& reader) {

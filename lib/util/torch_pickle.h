@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::torch_pickle {
 
@@ -46,6 +47,11 @@ void save_file(const std::string& path, const c10::IValue& value, const Records&
 /// Reads `path` (see deserialize()); a missing or unreadable file throws
 /// kiln::InputError naming it. Example: auto d = kiln::torch_pickle::load_file(p).toGenericDict();
 c10::IValue load_file(const std::string& path);
+
+/// The names of the records in the .pt file held in `bytes` (without the archive's
+/// top folder: "data.pkl", "data/0", …); not a zip archive throws kiln::InputError
+/// naming `source`. Example: bool ts = has(record_names(bytes, p), "constants.pkl");
+std::vector<std::string> record_names(std::string_view bytes, const std::string& source);
 
 /// The record `name` of the .pt file `path` (one written through `records`), or
 /// nullopt when it has none. Example: auto json = read_record("m.pt", "kiln_data.json");

@@ -16,6 +16,7 @@
 #include "util/error.h"
 #include "util/files.h"
 #include "util/safetensors.h"
+#include "util/torch_pickle.h"
 
 namespace fs = std::filesystem;
 using kiln::train::Checkpointer;
@@ -143,6 +144,79 @@ TEST_CASE("a checkpoint restores model, optimizer, extra part, RNG and position"
     REQUIRE(m["files"][f]["bytes"] == bytes.size());
     REQUIRE(m["files"][f]["crc32"] == kiln::files::crc32(bytes));
   }
+}
+
+TEST_CASE("a checkpoint's .pt files are dicts torch.load(weights_only=True) reads; older "
+          "TorchScript ones still resume bit for bit", "[train][checkpoint][interop]") {
+  kiln::test::TempDir dir;
+  Setup a(dir / "run", 1);
+  a.train_steps(3);
+  a.counter = 7;
+  a.scale = torch::full({1}, 1024.0);
+  torch::manual_seed(42);
+  const auto rng = at::detail::getDefaultCPUGenerator().get_state();
+  const auto saved = a.checkpointer.save({3, 1, 2, 99, 1.5, 2}, "cfg");
+  const auto trainer = kiln::torch_pickle::load_file(saved + "/trainer.pt").toGenericDict();
+  REQUIRE(trainer.at("step").toInt() == 3);
+  REQUIRE(torch::equal(trainer.at("rng_cpu").toTensor(), rng));
+  REQUIRE(kiln::torch_pickle::load_file(saved + "/scaler.pt").toGenericDict().at("counter").toInt() == 7);
+  REQUIRE(kiln::torch_pickle::load_file(saved + "/optimizer.pt").isGenericDict());
+
+  // The same state as kiln wrote it before: OutputArchive::save_to, a TorchScript archive.
+  const auto script = [](const std::function<void(torch::serialize::OutputArchive&)>& fill) {
+    torch::serialize::OutputArchive ar;
+    fill(ar);
+    std::ostringstream out;
+    ar.save_to(out);
+    return out.str();
+  };
+  const auto old = dir / "old";
+  fs::copy(saved, old, fs::copy_options::recursive);
+  rewrite(old, "optimizer.pt", script([&](auto& ar) { a.optimizer.save(ar); }));
+  rewrite(old, "scaler.pt", script([&](auto& ar) {
+            ar.write("counter", c10::IValue(a.counter));
+            ar.write("scale", a.scale);
+          }));
+  rewrite(old, "trainer.pt", script([&](auto& ar) {
+            for (const auto& [key, value] : std::vector<std::pair<std::string, int64_t>>{
+                     {"step", 3}, {"epoch", 1}, {"batch", 2}, {"shuffle_seed", 99},
+                     {"steps_since_eval", 2}, {"rng_cuda_devices", 0}})
+              ar.write(key, c10::IValue(value));
+            ar.write("loss_since_eval", c10::IValue(1.5));
+            ar.write("rng_cpu", rng);
+          }));
+  const auto next_random = torch::rand({4});
+  for (const auto& from : {saved, old}) {
+    INFO(from);
+    Setup b(dir / "run", 2);
+    torch::manual_seed(7);
+    const auto back = b.checkpointer.load(from);
+    REQUIRE((back.step == 3 && back.shuffle_seed == 99 && back.loss_since_eval == 1.5));
+    REQUIRE(b.counter == 7);
+    REQUIRE(torch::equal(b.scale, a.scale));
+    REQUIRE(torch::equal(torch::rand({4}), next_random));
+    require_equal(b.params(), a.params());
+    Setup c(dir / "run", 3);  // one more step from the checkpoint is the same from either form
+    c.checkpointer.load(saved);
+    b.train_steps(1);
+    c.train_steps(1);
+    require_equal(b.params(), c.params());
+  }
+
+  const auto py = kiln::test::python_or_skip("torch");
+  if (!py) return;
+  std::ofstream(dir / "check.py") << R"(import sys, torch
+d = sys.argv[1]
+t = torch.load(d + "/trainer.pt", weights_only=True)
+assert t["step"] == 3 and t["loss_since_eval"] == 1.5 and t["rng_cpu"].dtype == torch.uint8, t
+assert torch.load(d + "/scaler.pt", weights_only=True)["counter"] == 7
+def tensors(x):  # nested archives are nested dicts
+    return sum((tensors(v) if isinstance(v, dict) else [v] for v in x.values()
+                if isinstance(v, (dict, torch.Tensor))), [])
+assert tensors(torch.load(d + "/optimizer.pt", weights_only=True))
+)";
+  const std::string cmd = *py + " " + (dir / "check.py") + " " + saved;
+  REQUIRE(std::system(cmd.c_str()) == 0);
 }
 
 TEST_CASE("model.safetensors holds the module's own parameter and buffer names",

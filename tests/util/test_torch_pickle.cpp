@@ -2,18 +2,21 @@
 // expanded, 0-dim, empty, views of one storage, on a device) and plain values round-trip
 // bit for bit in kiln; Python's `torch.load(path, weights_only=True)` reads kiln's files
 // the same, and kiln reads what Python's torch.save writes; bad files and values are
-// refused naming the file or the value.
+// refused naming the file or the value; torch::serialize archives go through .pt files
+// and still load from TorchScript archives.
 #include <torch/torch.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "fake_device.h"
 #include "support.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/safetensors.h"
+#include "util/torch_archive.h"
 #include "util/torch_pickle.h"
 
 namespace tp = kiln::torch_pickle;
@@ -198,6 +201,87 @@ TEST_CASE("save_file replaces a file whole, records ride along, bad files are re
                Contains(dir / "cut.pt" + ": expected a .pt file"));
 }
 
+namespace {
+
+// An archive as optimizers and schedulers write one: plain values, tensors (a
+// parameter, a buffer), nested archives.
+void fill_archive(torch::serialize::OutputArchive& ar) {
+  ar.write("kind", c10::IValue(std::string("adamw")));
+  ar.write("step", c10::IValue(int64_t{1} << 40));
+  ar.write("lr", c10::IValue(1e-3));
+  ar.write("on", c10::IValue(true));
+  ar.write("sizes", c10::IValue(c10::List<int64_t>({3, 4})));
+  ar.write("betas", c10::IValue(std::make_tuple(0.9, 0.999)));
+  ar.write("exp_avg", at::arange(6, at::kFloat).reshape({2, 3}));
+  ar.write("rng", at::arange(5, at::kByte), /*is_buffer=*/true);
+  torch::serialize::OutputArchive inner(ar.compilation_unit()), innermost(ar.compilation_unit());
+  innermost.write("deep", c10::IValue(int64_t{7}));
+  inner.write("innermost", innermost);
+  inner.write("scale", c10::IValue(65536.0));
+  ar.write("inner", inner);
+}
+
+void require_archive(torch::serialize::InputArchive& ar) {
+  auto keys = ar.keys();
+  std::sort(keys.begin(), keys.end());
+  REQUIRE(keys == std::vector<std::string>{"betas", "exp_avg", "inner", "kind", "lr", "on", "rng",
+                                           "sizes", "step"});
+  c10::IValue v;
+  ar.read("kind", v);
+  REQUIRE(v.toStringRef() == "adamw");
+  ar.read("step", v);
+  REQUIRE(v.toInt() == int64_t{1} << 40);
+  ar.read("lr", v);
+  REQUIRE(v.toDouble() == 1e-3);
+  ar.read("on", v);
+  REQUIRE(v.toBool());
+  ar.read("sizes", v);
+  REQUIRE(v.toIntVector() == std::vector<int64_t>{3, 4});
+  ar.read("betas", v);
+  REQUIRE(v.toTupleRef().elements()[1].toDouble() == 0.999);
+  at::Tensor t;
+  ar.read("exp_avg", t);
+  require_identical(t, at::arange(6, at::kFloat).reshape({2, 3}));
+  at::Tensor rng;
+  ar.read("rng", rng, /*is_buffer=*/true);
+  require_identical(rng, at::arange(5, at::kByte));
+  torch::serialize::InputArchive inner, innermost;
+  ar.read("inner", inner);
+  inner.read("scale", v);
+  REQUIRE(v.toDouble() == 65536.0);
+  inner.read("innermost", innermost);
+  innermost.read("deep", v);
+  REQUIRE(v.toInt() == 7);
+}
+
+}  // namespace
+
+TEST_CASE("an archive goes through a .pt file and comes back whole; TorchScript archives still load",
+          "[util][torch_pickle]") {
+  torch::serialize::OutputArchive out;
+  fill_archive(out);
+  const std::string pt = tp::serialize_archive(out);
+  const auto dict = tp::deserialize(pt, "mem").toGenericDict();  // what torch.load sees
+  REQUIRE(dict.at("inner").toGenericDict().at("innermost").toGenericDict().at("deep").toInt() == 7);
+  torch::serialize::InputArchive back;
+  tp::load_archive(back, pt, "mem.pt");
+  require_archive(back);
+
+  torch::serialize::OutputArchive old;  // what kiln's checkpoints held before
+  fill_archive(old);
+  std::ostringstream script;
+  old.save_to(script);
+  torch::serialize::InputArchive from_script;
+  tp::load_archive(from_script, script.str(), "old.pt");
+  require_archive(from_script);
+
+  torch::serialize::InputArchive bad;
+  REQUIRE_THAT(error_of([&] { tp::load_archive(bad, "not an archive", "bad.pt"); }),
+               Contains("bad.pt: expected a .pt file"));
+  REQUIRE_THAT(error_of([&] { tp::load_archive(bad, tp::serialize(at::ones({1})), "tensor.pt"); }),
+               Contains("tensor.pt: not a readable archive (expected a dict (an archive), found a Tensor"));
+}
+
 TEST_CASE("torch.load(weights_only=True) reads kiln's .pt bit for bit, and kiln reads torch.save's",
           "[util][torch_pickle][interop]") {
   const auto py = kiln::test::python_or_skip("torch, safetensors.torch");
@@ -216,6 +300,9 @@ TEST_CASE("torch.load(weights_only=True) reads kiln's .pt bit for bit, and kiln 
   all.insert("tensors", dict_of(tensors));
   all.insert("meta", meta);
   tp::save_file(dir / "k.pt", all, {{"kiln_data.json", R"({"mean": 0.5})"}});
+  torch::serialize::OutputArchive archive;
+  fill_archive(archive);
+  kiln::files::write_synced(dir / "archive.pt", tp::serialize_archive(archive));
 
   std::ofstream(dir / "check.py") << R"(import json, sys, zipfile
 import torch
@@ -232,6 +319,10 @@ assert t["bf16"].dtype == torch.bfloat16 and t["bool"].dtype == torch.bool
 with zipfile.ZipFile(d + "/k.pt") as z:
     [name] = [n for n in z.namelist() if n.endswith("/kiln_data.json")]
     assert json.loads(z.read(name)) == {"mean": 0.5}
+a = torch.load(d + "/archive.pt", weights_only=True)
+assert a["inner"] == {"innermost": {"deep": 7}, "scale": 65536.0}, a
+assert a["betas"] == (0.9, 0.999) and a["sizes"] == [3, 4] and a["step"] == 1 << 40
+assert torch.equal(a["exp_avg"], torch.arange(6.0).reshape(2, 3))
 torch.save(t, d + "/p.pt")  # Python's writer: kiln compares what it reads with its originals
 torch.manual_seed(0)
 sd = torch.nn.Linear(3, 2).state_dict()
