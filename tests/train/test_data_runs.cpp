@@ -10,6 +10,7 @@
 #include <random>
 
 #include "data/npy.h"
+#include "data/fashion_mnist.h"
 #include "data/npz.h"
 #include "run_files.h"
 #include "support.h"
@@ -218,4 +219,50 @@ TEST_CASE("an .npz archive with arrays x and y trains as data.format npy", "[tra
   const auto test = last_test_line(run);
   INFO(test.dump());
   REQUIRE(test["r2"].get<double>() > 0.95);
+}
+
+TEST_CASE("Python reproduces kiln's test accuracy from model.safetensors and the schema it carries",
+          "[train][data][interop]") {
+  const auto py = kiln::test::python_or_skip("torch, numpy, safetensors");
+  if (!py) return;
+  kiln::test::TempDir dir;
+  const auto run = dir / "run";
+  REQUIRE(train("configs/tiny.toml", run, {"train.threads=1"}) == 0);
+  const auto test = last_test_line(run);
+  const auto ckpt = *kiln::train::latest_checkpoint(run);
+  // The user's side: the weights, the transform from their metadata, the raw IDX test
+  // images (the first 1000, tiny.toml's test_limit), and a plain PyTorch forward pass.
+  std::ofstream(dir / "check.py") << R"(import gzip, json, sys
+import numpy as np, torch
+from safetensors import safe_open
+ckpt, root, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with safe_open(ckpt + "/model.safetensors", "pt") as f:
+    w = {k: f.get_tensor(k) for k in f.keys()}
+    schema = json.loads(f.metadata()["kiln.data"])
+t = schema["transform"]
+def idx(name):
+    b = gzip.open(f"{root}/{name}.gz").read()
+    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(b[3])]
+    return np.frombuffer(b, np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
+pixels = torch.tensor(idx("t10k-images-idx3-ubyte")[:limit].reshape(limit, -1), dtype=torch.float32)
+labels = torch.tensor(idx("t10k-labels-idx1-ubyte")[:limit].astype(np.int64))
+def accuracy(x):
+    n = len([k for k in w if k.endswith(".weight")])
+    for i in range(n):
+        x = x @ w[f"layers.{i}.weight"].T + w[f"layers.{i}.bias"]
+        if i < n - 1: x = torch.relu(x)
+    return (x.argmax(1) == labels).double().mean().item()
+print(accuracy((pixels * t["scale"] - t["mean"]) / t["std"]), accuracy(pixels / 255))
+)";
+  const std::string out = dir / "out.txt";
+  const std::string cmd = *py + " " + (dir / "check.py") + " " + ckpt + " " +
+                          std::string(kiln::data::kDefaultFashionMnistRoot) + " 1000 > " + out;
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  double with_schema = 0, without = 0;
+  std::ifstream(out) >> with_schema >> without;
+  INFO("kiln " << test["accuracy"] << ", Python with the schema " << with_schema
+               << ", Python with pixels / 255 " << without);
+  // The same 1000 images: the same answers but for float rounding on a knife's edge.
+  REQUIRE(std::abs(with_schema - test["accuracy"].get<double>()) <= 0.002);
+  REQUIRE(with_schema > without);
 }
