@@ -236,3 +236,25 @@ TEST_CASE("validation asks the optimizer about combinations only it knows", "[ap
 TEST_CASE("data.root's default is the data reader's", "[app][config]") {
   REQUIRE(Config{}.data.root == kiln::data::kDefaultFashionMnistRoot);
 }
+
+TEST_CASE("[data] keys: string arrays, names and ranges are checked", "[app][config]") {
+  auto c = parse_config("[data]\nfeatures = [\"a\", \"b c\"]\ncategorical = []\nlabel = \"y\"\n",
+                        "cfg.toml");
+  REQUIRE(c.data.features == std::vector<std::string>{"a", "b c"});
+  REQUIRE(kiln::app::to_toml(c).find("features = [ 'a', 'b c' ]") != std::string::npos);
+  REQUIRE_THROWS_WITH(parse_config("[data]\nfeatures = [1, 2]\n", "cfg.toml"),
+                      Catch::Contains("[data] features: expected an array of strings, found array"));
+  apply_override(c, "data.missing=skip");
+  REQUIRE_THROWS_WITH(kiln::app::validate(c), Catch::Contains("data.missing: expected one of: \"error\", "
+                                                   "\"drop\", \"mean\", found \"skip\""));
+  c = parse_config("", "cfg.toml");
+  apply_override(c, "data.test_fraction=1");
+  REQUIRE_THROWS_WITH(kiln::app::validate(c), Catch::Contains("data.test_fraction: expected a fraction in (0, 1), found 1.0"));
+  c = parse_config("", "cfg.toml");
+  apply_override(c, "data.format=parquet");
+  REQUIRE_THROWS_WITH(kiln::app::validate(c), Catch::Contains("data.format: expected one of: \"auto\", \"idx\", "
+                                                   "\"csv\", \"npy\", \"text\", found \"parquet\""));
+  c = parse_config("", "cfg.toml");
+  apply_override(c, "checkpoint.best=test_r2");
+  REQUIRE_NOTHROW(kiln::app::validate(c));
+}
