@@ -82,8 +82,8 @@ std::string bytes_of(OutputArchive& ar) {
 
 std::string serialize_archive(OutputArchive& archive) {
   const std::string script = bytes_of(archive);
-  InputArchive back;
-  back.load_from(script.data(), script.size());
+  InputArchive back;  // on the CPU: a device's state is not held twice on the device
+  back.load_from(script.data(), script.size(), torch::kCPU);
   return serialize(dict_of(back, "archive"));
 }
 
