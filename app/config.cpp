@@ -93,7 +93,8 @@ void for_each_key(C& c, V&& v) {
   v("train", "precision", c.train.precision,
     "fp32, bf16 (autocast) or fp16 (autocast with dynamic loss scaling; slow on the CPU)");
   v("train", "prefetch", c.train.prefetch,
-    "batches a background thread assembles ahead of the step; 0 = assemble each in the step");
+    "batches a background thread assembles ahead of the step; 0 = assemble each in the step; "
+    "-1 = auto (0 on the CPU, 2 on a GPU)");
   v("checkpoint", "every", c.checkpoint.every, "steps between checkpoints; 0 = at the end only");
   v("checkpoint", "keep_last", c.checkpoint.keep_last, "checkpoints to keep; 0 = all");
   v("checkpoint", "best", c.checkpoint.best,
@@ -444,7 +445,7 @@ void validate(const Config& c) {
   non_negative("train.max_steps", c.train.max_steps);
   non_negative("train.seed", c.train.seed);
   non_negative("train.threads", c.train.threads);
-  non_negative("train.prefetch", c.train.prefetch);
+  if (c.train.prefetch < -1) fail("train.prefetch", "-1 (auto) or a depth >= 0", std::to_string(c.train.prefetch));
   if (c.train.device != "cpu" && c.train.device != "cuda" && c.train.device.rfind("cuda:", 0) != 0)
     fail("train.device", "cpu, cuda or cuda:N", "\"" + c.train.device + "\"");
   one_of("train.precision", c.train.precision,

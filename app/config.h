@@ -71,7 +71,7 @@ struct Config {
     int64_t threads = 0;
     std::string device = "cpu";
     std::string precision = "fp32";
-    int64_t prefetch = 2;
+    int64_t prefetch = -1;
   } train;
   struct Checkpoint {
     int64_t every = 0;

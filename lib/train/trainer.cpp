@@ -347,8 +347,11 @@ TrainResult Run::run() {
   module_->train();
 
   // A worker thread gathers the next batches while a step runs, in the loader's
-  // order (data/prefetch.h); train.prefetch = 0 gathers each one here instead.
-  data::PrefetchLoader batches(*loader_, data::PrefetchOptions().depth(opt_.prefetch()));
+  // order (data/prefetch.h); depth 0 gathers each one here instead. Auto (−1) is 0
+  // on the CPU: there the gather is 1/40 of a step or less, and a worker beside the
+  // step's OpenMP team cost the 2-core default run 3–9 % (docs/data.md, "The loader").
+  const int64_t depth = opt_.prefetch() >= 0 ? opt_.prefetch() : device_.is_cpu() ? 0 : 2;
+  data::PrefetchLoader batches(*loader_, data::PrefetchOptions().depth(depth));
   bool stopped = false;
   for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
     batches.start(pos_.epoch, pos_.batch);

@@ -33,8 +33,8 @@ struct TrainOptions {
   /// Intra-op threads; 0 keeps libtorch's default (one per core).
   TORCH_ARG(int64_t, threads) = 0;
   /// Batches a worker thread assembles ahead of the step (data::PrefetchOptions::depth);
-  /// 0 assembles each one in the loop.
-  TORCH_ARG(int64_t, prefetch) = 2;
+  /// 0 assembles each one in the loop; −1 (auto) is 0 on the CPU and 2 on an accelerator.
+  TORCH_ARG(int64_t, prefetch) = -1;
   TORCH_ARG(std::string, device) = "cpu";
   /// "fp32", "bf16" or "fp16" (see train/amp.h).
   TORCH_ARG(std::string, precision) = "fp32";

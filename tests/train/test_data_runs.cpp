@@ -145,11 +145,16 @@ TEST_CASE("a CSV run stopped and resumed ends bit for bit where a straight run d
   const auto csv = write_penguins(dir);
   const std::vector<std::string> common = {"data.train=" + csv, "train.epochs=4",
                                            "train.threads=1", "optim.name=adamw"};
-  REQUIRE(train("configs/penguins_species.toml", dir / "straight", common) == 0);
+  // The straight run assembles batches in the loop, the stopped and resumed one on
+  // the prefetching worker: the same batches either way.
+  auto straight = common;
+  straight.push_back("train.prefetch=0");
+  REQUIRE(train("configs/penguins_species.toml", dir / "straight", straight) == 0);
   auto stopped = common;
+  stopped.push_back("train.prefetch=2");
   stopped.push_back("train.max_steps=9");  // mid-epoch (6 batches an epoch)
   REQUIRE(train("configs/penguins_species.toml", dir / "resumed", stopped) == 0);
-  REQUIRE(train("", "", {"train.max_steps=0"}, dir / "resumed") == 0);
+  REQUIRE(train("", "", {"train.max_steps=0", "train.prefetch=3"}, dir / "resumed") == 0);
   const auto a = kiln::test::checkpoint_weights(*kiln::train::latest_checkpoint(dir / "straight"));
   const auto b = kiln::test::checkpoint_weights(*kiln::train::latest_checkpoint(dir / "resumed"));
   REQUIRE(a.size() == b.size());
