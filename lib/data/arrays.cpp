@@ -1,0 +1,185 @@
+// array_data(): NumPy arrays as a data set — x.npy and y.npy, or an .npz holding
+// both — with classes or regression targets told from y's dtype and the inputs
+// standardised per feature with training statistics.
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "data/formats.h"
+#include "data/npy.h"
+#include "data/npz.h"
+#include "util/error.h"
+
+namespace kiln::data {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+namespace {
+
+// --- npy: x.npy and y.npy -----------------------------------------------------------
+
+struct Arrays {
+  at::Tensor x, y;
+  std::string x_path, y_path;
+};
+
+// An .npz holds both: arrays named x and y.
+Arrays read_archive(const std::string& path, const std::string& y_path, const char* key) {
+  if (!y_path.empty())
+    throw InputError(c10::str("data.", key, "_targets: expected none beside the archive data.",
+                              key, " = \"", path, "\" (its arrays x and y), found \"", y_path, "\""));
+  Arrays a;
+  std::string names;
+  for (auto& [name, t] : read_npz(path)) {
+    names += (names.empty() ? "" : ", ") + name;
+    if (name == "x") a.x = t;
+    if (name == "y") a.y = t;
+  }
+  if (!a.x.defined() || !a.y.defined())
+    throw InputError(c10::str(path, ": expected arrays named x and y (np.savez(path, x=X, y=Y)), "
+                              "found ", names.empty() ? std::string("none") : names));
+  a.x_path = path + ":x";
+  a.y_path = path + ":y";
+  return a;
+}
+
+Arrays read_arrays(const std::string& x_path, const std::string& y_path, const char* key) {
+  const bool archive = fs::path(x_path).extension() == ".npz";
+  if (y_path.empty() && !archive)
+    throw InputError(c10::str("data.", key, "_targets: expected the targets' .npy file beside data.",
+                              key, " = \"", x_path, "\", found none"));
+  Arrays a = archive ? read_archive(x_path, y_path, key)
+                     : Arrays{read_npy(x_path), read_npy(y_path), x_path, y_path};
+  if (a.x.dim() == 0) throw InputError(c10::str(x_path, ": expected an array of examples (rank ≥ 1), found a scalar"));
+  if (a.y.dim() == 0 || a.y.dim() > 2)
+    throw InputError(c10::str(y_path, ": expected targets of shape (N) or (N, K), found rank ", a.y.dim()));
+  if (a.x.size(0) != a.y.size(0))
+    throw InputError(c10::str(y_path, ": has ", a.y.size(0), " targets but ", x_path, " has ",
+                              a.x.size(0), " examples"));
+  if (a.x.size(0) == 0) throw InputError(c10::str(x_path, ": expected examples, found none"));
+  if (a.x.dim() == 1) a.x = a.x.unsqueeze(1);
+  if (a.x.scalar_type() == at::kBool) a.x = a.x.to(at::kFloat);
+  if (at::isFloatingType(a.x.scalar_type()) && !at::isfinite(a.x).all().item<bool>())
+    throw InputError(c10::str(x_path, ": expected finite values, found NaN or inf at flat index ",
+                              (~at::isfinite(a.x)).flatten().nonzero()[0].item<int64_t>()));
+  return a;
+}
+
+}  // namespace
+
+Data array_data(const DataOptions& o, const DataSchema* saved) {
+  Arrays train = read_arrays(o.train(), o.train_targets(), "train");
+  Arrays test;
+  if (!o.test().empty()) {
+    test = read_arrays(o.test(), o.test_targets(), "test");
+    const auto shape = train.x.sizes().slice(1), got = test.x.sizes().slice(1);
+    if (shape != got)
+      throw InputError(c10::str(test.x_path, ": expected examples of shape ", shape, " (as ",
+                                train.x_path, "), found ", got));
+  } else {
+    const auto [tr, te] = split_indices(train.x.size(0), o.test_fraction(), o.seed(), train.x_path);
+    test = {train.x.index_select(0, te), train.y.index_select(0, te), train.x_path, train.y_path};
+    train.x = train.x.index_select(0, tr);
+    train.y = train.y.index_select(0, tr);
+  }
+  const auto limit = [](at::Tensor t, int64_t n) { return n > 0 && n < t.size(0) ? t.narrow(0, 0, n) : t; };
+  train.x = limit(train.x, o.train_limit());
+  train.y = limit(train.y, o.train_limit());
+  test.x = limit(test.x, o.test_limit());
+  test.y = limit(test.y, o.test_limit());
+
+  Data d;
+  if (saved) {
+    d.schema = *saved;
+  } else {
+    DataSchema& s = d.schema;
+    s.format = "npy";
+    const bool integral = !at::isFloatingType(train.y.scalar_type());
+    if (o.task() == "classification" || (o.task() == "auto" && integral)) {
+      s.task = Task::kClassification;
+    } else if (o.task() == "regression" || o.task() == "auto") {
+      s.task = Task::kRegression;
+    } else {
+      throw InputError(c10::str("data.task: expected auto, classification or regression, found '",
+                                o.task(), "'"));
+    }
+    if (s.task == Task::kClassification) {
+      if (train.y.dim() != 1)
+        throw InputError(c10::str(train.y_path, ": class labels: expected shape (N), found ",
+                                  train.y.sizes()));
+      s.outputs = train.y.max().item<int64_t>() + 1;
+      for (int64_t c = 0; c < s.outputs; ++c) s.classes.push_back(std::to_string(c));
+    } else {
+      const auto y = train.y.to(at::kDouble).reshape({train.y.size(0), -1});
+      s.outputs = y.size(1);
+      const auto mean = y.mean(0), sd = y.std(0, /*unbiased=*/false);
+      for (int64_t k = 0; k < s.outputs; ++k) {
+        s.target_mean.push_back(mean[k].item<double>());
+        const double v = sd[k].item<double>();
+        s.target_std.push_back(v > 0.0 ? v : 1.0);
+      }
+    }
+    s.input_shape.assign(train.x.sizes().begin() + 1, train.x.sizes().end());
+    if (o.standardize()) {
+      // ATen accumulates a float tensor's moments in double on the CPU.
+      const auto x = train.x.reshape({train.x.size(0), -1});
+      const auto [sd_f, mean_f] = at::std_mean(x.is_floating_point() ? x : x.to(at::kFloat), 0,
+                                               /*correction=*/0);
+      const auto mean = mean_f.to(at::kDouble), sd = sd_f.to(at::kDouble);
+      const auto sd1 = at::where(sd > 0, sd, at::ones_like(sd));
+      const auto list = [](const at::Tensor& t) {
+        const auto c = t.contiguous();
+        return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+      };
+      s.transform = {{"mean", list(mean)}, {"std", list(sd1)}};
+    } else {
+      s.transform = json::object();
+    }
+  }
+  const DataSchema& s = d.schema;
+  const auto shape = train.x.sizes().slice(1);
+  if (std::vector<int64_t>(shape.begin(), shape.end()) != s.input_shape)
+    throw InputError(c10::str(train.x_path, ": expected examples of shape ",
+                              c10::IntArrayRef(s.input_shape), " (the run's data.json), found ", shape));
+
+  // Inputs: float32, standardised per feature when the schema says so.
+  const auto inputs = [&](const at::Tensor& x) {
+    if (!s.transform.contains("mean")) return x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
+    const auto mean = at::tensor(s.transform["mean"].get<std::vector<double>>(), at::kDouble);
+    const auto sd = at::tensor(s.transform["std"].get<std::vector<double>>(), at::kDouble);
+    if (mean.numel() != x[0].numel())
+      throw InputError(c10::str("data.json: transform.mean: expected ", x[0].numel(),
+                                " values (one per input feature), found ", mean.numel()));
+    return x.reshape({x.size(0), -1}).to(at::kFloat).sub(mean.to(at::kFloat)).div(sd.to(at::kFloat)).reshape(x.sizes());
+  };
+  // Targets: class ids in 0..outputs−1, or standardised floats (N, outputs).
+  const auto targets = [&](const Arrays& a, const at::Tensor& y) {
+    if (s.task == Task::kClassification) {
+      if (at::isFloatingType(y.scalar_type()) && !y.eq(y.round()).all().item<bool>())
+        throw InputError(c10::str(a.y_path, ": class labels: expected whole numbers, found ",
+                                  y.masked_select(y.ne(y.round()))[0].item<double>()));
+      const auto ids = y.to(at::kLong);
+      const auto bad = (ids < 0).logical_or(ids >= s.outputs);
+      if (bad.any().item<bool>()) {
+        const int64_t i = bad.nonzero()[0][0].item<int64_t>();
+        throw InputError(c10::str(a.y_path, ": index ", i, ": expected a class id in 0..",
+                                  s.outputs - 1, ", found ", ids[i].item<int64_t>()));
+      }
+      return ids.contiguous();
+    }
+    const auto v = y.to(at::kDouble).reshape({y.size(0), -1});
+    if (v.size(1) != s.outputs)
+      throw InputError(c10::str(a.y_path, ": expected ", s.outputs, " targets per example, found ",
+                                v.size(1)));
+    if (!at::isfinite(v).all().item<bool>())
+      throw InputError(c10::str(a.y_path, ": expected finite targets, found NaN or inf"));
+    const auto mean = at::tensor(s.target_mean, at::kDouble), sd = at::tensor(s.target_std, at::kDouble);
+    return v.sub(mean).div(sd).to(at::kFloat);
+  };
+  d.train = {inputs(train.x), targets(train, train.y)};
+  d.test = {inputs(test.x), targets(test, test.y)};
+  return d;
+}
+
+}  // namespace kiln::data

@@ -1,0 +1,78 @@
+// text_data(): a UTF-8 file or folder as next-token windows for a language model,
+// with the vocabulary saved in the schema.
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "data/formats.h"
+#include "data/text.h"
+#include "util/error.h"
+
+namespace kiln::data {
+using json = nlohmann::ordered_json;
+
+// --- text: a character (or byte) language model's windows ------------------------
+
+Data text_data(const DataOptions& o, const DataSchema* saved) {
+  if (o.block_size() < 1) throw InputError(c10::str("data.block_size: expected >= 1, found ", o.block_size()));
+  if (o.stride() < 1) throw InputError(c10::str("data.stride: expected >= 1, found ", o.stride()));
+  if (o.vocabulary() != "char" && o.vocabulary() != "byte")
+    throw InputError(c10::str("data.vocabulary: expected char or byte, found '", o.vocabulary(), "'"));
+  const std::string train_text = read_text(o.train());
+  const std::string test_text = o.test().empty() ? std::string() : read_text(o.test());
+  Data d;
+  DataSchema& s = d.schema;
+  if (saved) {
+    s = *saved;
+  } else {
+    // A character vocabulary is the alphabet of all the text the run reads (a missing
+    // character could not be encoded), not a statistic fitted on the training part.
+    const auto vocab = o.vocabulary() == "byte" ? Vocabulary::bytes()
+                                                : Vocabulary::characters(train_text + test_text);
+    s.format = "text";
+    s.task = Task::kClassification;
+    s.input_shape = {o.block_size()};
+    s.outputs = vocab.size();
+    for (int64_t id = 0; id < vocab.size(); ++id)
+      s.classes.push_back(vocab.decode(at::tensor({id}, at::kLong)));
+    s.transform = {{"encoding", "one_hot"},
+                   {"block_size", o.block_size()},
+                   {"vocabulary", json::parse(vocab.to_json().dump())}};
+    s.read = {{"stride", o.stride()}};
+  }
+  const auto vocab = Vocabulary::from_json(nlohmann::json::parse(s.transform.at("vocabulary").dump()),
+                                           "data.json: transform.vocabulary");
+  const int64_t block = s.transform.at("block_size").get<int64_t>();
+  // Without a test file the last test_fraction of the text is the test set: windows
+  // overlap, so a random split would put every test window's tokens in training too.
+  at::Tensor train_tokens = vocab.encode(train_text), test_tokens;
+  if (o.test().empty()) {
+    if (!(o.test_fraction() > 0.0 && o.test_fraction() < 1.0))
+      throw InputError(c10::str("data.test_fraction: expected a fraction in (0, 1), found ", o.test_fraction()));
+    const int64_t n = train_tokens.numel();
+    const int64_t cut = n - std::llround(o.test_fraction() * static_cast<double>(n));
+    test_tokens = train_tokens.narrow(0, cut, n - cut).contiguous();
+    train_tokens = train_tokens.narrow(0, 0, cut).contiguous();
+  } else {
+    test_tokens = vocab.encode(test_text);
+  }
+  const auto windows = [&](const at::Tensor& tokens, const std::string& what, int64_t limit) {
+    if (tokens.numel() < block + 1)
+      throw InputError(c10::str(what, ": expected at least data.block_size + 1 = ", block + 1,
+                                " tokens, found ", tokens.numel()));
+    const auto w = make_windows(tokens, block, o.stride());
+    Dataset set{w.x, w.next_token};
+    if (limit > 0 && limit < set.size()) set = {set.x.narrow(0, 0, limit), set.y.narrow(0, 0, limit)};
+    return set;
+  };
+  d.train = windows(train_tokens, o.train(), o.train_limit());
+  d.test = windows(test_tokens, o.test().empty() ? c10::str(o.train(), " (its last ", o.test_fraction(),
+                                                            " held out for testing)")
+                                                 : o.test(),
+                   o.test_limit());
+  return d;
+}
+
+}  // namespace kiln::data
