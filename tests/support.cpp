@@ -1,6 +1,8 @@
 // Shared test helpers (tests/support.h).
 #include "support.h"
 
+#include "util/error.h"
+
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -18,6 +20,16 @@ bool skip(const std::string& why) {
 
 bool cuda_available_or_skip(const std::string& why) {
   return torch::cuda::is_available() || skip(why);
+}
+
+std::string input_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const kiln::InputError& e) {
+    return e.what();
+  }
+  FAIL("expected a kiln::InputError, got none");
+  return "";
 }
 
 std::optional<std::string> python_or_skip(const std::string& modules) {

@@ -60,6 +60,10 @@ using TensorFn = std::function<std::vector<at::Tensor>(const std::vector<at::Ten
 void require_cuda_matches_cpu(const TensorFn& f, const std::vector<at::Tensor>& cpu_inputs,
                               Tolerance tol);
 
+/// The message of the kiln::InputError that f throws; a test failure when it throws
+/// none. Example: CHECK_THAT(kiln::test::input_error_of([&] { read_npy(p); }), Contains("p.npy"));
+std::string input_error_of(const std::function<void()>& f);
+
 /// A fresh temporary directory, removed when the object goes.
 class TempDir {
  public:

@@ -45,13 +45,7 @@ std::string make_run(const std::string& run_dir, Tiny& model) {
 }
 
 std::string error_of(const kiln::app::ExportCommand& cmd) {
-  try {
-    run_export(cmd);
-  } catch (const kiln::InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError, got none");
-  return "";
+  return kiln::test::input_error_of([&] { run_export(cmd); });
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "data/csv.h"
+#include "support.h"
 #include "util/error.h"
 
 namespace {
@@ -11,13 +12,8 @@ namespace {
 using kiln::data::parse_csv;
 
 std::string error_of(const std::string& text, char delimiter = ',') {
-  try {
-    parse_csv(text, "t.csv", {delimiter});
-  } catch (const kiln::InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError for: " << text);
-  return "";
+  INFO("the table: " << text);
+  return kiln::test::input_error_of([&] { parse_csv(text, "t.csv", {delimiter}); });
 }
 
 }  // namespace

@@ -24,13 +24,7 @@ std::string write(const kiln::test::TempDir& dir, const std::string& name, const
 }
 
 std::string error_of(const DataOptions& o, const kiln::data::DataSchema* saved = nullptr) {
-  try {
-    load_data(o, saved);
-  } catch (const kiln::InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError");
-  return "";
+  return kiln::test::input_error_of([&] { load_data(o, saved); });
 }
 
 // 10 rows: a numeric column, a text column, a string label.

@@ -33,13 +33,7 @@ std::string floats(std::initializer_list<float> v) {
 }
 
 std::string error_of(const std::string& path) {
-  try {
-    kiln::data::read_npy(path);
-  } catch (const kiln::InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError, got none");
-  return "";
+  return kiln::test::input_error_of([&] { kiln::data::read_npy(path); });
 }
 
 }  // namespace

@@ -107,13 +107,7 @@ std::string npy_of(const at::Tensor& t) {
 }
 
 std::string error_of(const std::string& path) {
-  try {
-    kiln::data::read_npz(path);
-  } catch (const kiln::InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError, got none");
-  return "";
+  return kiln::test::input_error_of([&] { kiln::data::read_npz(path); });
 }
 
 // Deterministic values any dtype holds exactly, the same formula as the Python script's.

@@ -17,23 +17,11 @@ using kiln::data::Vocabulary;
 namespace {
 
 std::string text_error(const std::string& path) {
-  try {
-    kiln::data::read_text(path);
-  } catch (const kiln::InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError, got none");
-  return "";
+  return kiln::test::input_error_of([&] { kiln::data::read_text(path); });
 }
 
 std::string json_error(const nlohmann::json& j) {
-  try {
-    Vocabulary::from_json(j, "run/vocab.json");
-  } catch (const kiln::InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError, got none");
-  return "";
+  return kiln::test::input_error_of([&] { Vocabulary::from_json(j, "run/vocab.json"); });
 }
 
 // The vocabulary's code points as numbers (Catch cannot print char32_t).

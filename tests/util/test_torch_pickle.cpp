@@ -90,13 +90,7 @@ void require_tensors(const c10::IValue& value, const std::vector<std::pair<std::
 }
 
 std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kiln::InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError, got none");
-  return "";
+  return kiln::test::input_error_of(f);
 }
 
 }  // namespace
