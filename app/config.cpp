@@ -95,6 +95,8 @@ void for_each_key(C& c, V&& v) {
   v("train", "prefetch", c.train.prefetch,
     "batches a background thread assembles ahead of the step; 0 = assemble each in the step; "
     "-1 = auto (0 on the CPU, 2 on a GPU)");
+  v("train", "data_on_device", c.train.data_on_device,
+    "keep the data set on the device (true) or in host memory, each batch copied over (false)");
   v("checkpoint", "every", c.checkpoint.every, "steps between checkpoints; 0 = at the end only");
   v("checkpoint", "keep_last", c.checkpoint.keep_last, "checkpoints to keep; 0 = all");
   v("checkpoint", "best", c.checkpoint.best,

@@ -72,6 +72,7 @@ struct Config {
     std::string device = "cpu";
     std::string precision = "fp32";
     int64_t prefetch = -1;
+    bool data_on_device = true;
   } train;
   struct Checkpoint {
     int64_t every = 0;

@@ -74,6 +74,7 @@ train::RunSpec to_spec(const Config& c) {
       .device(c.train.device)
       .precision(c.train.precision)
       .prefetch(c.train.prefetch)
+      .data_on_device(c.train.data_on_device)
       .clip_norm(c.optim.clip_norm);
   spec.checkpoint.every(c.checkpoint.every)
       .keep_last(c.checkpoint.keep_last)

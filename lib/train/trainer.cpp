@@ -121,10 +121,12 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
       saved = data::DataSchema::from_json(j, path);
     }
   data_ = data::load_data(spec.data, saved ? &*saved : nullptr);
-  data_.train.x = data_.train.x.to(device_);  // (N, …)
-  data_.train.y = data_.train.y.to(device_);  // (N) class ids or (N, outputs) targets
-  data_.test.x = data_.test.x.to(device_);
-  data_.test.y = data_.test.y.to(device_);
+  if (opt_.data_on_device()) {
+    data_.train.x = data_.train.x.to(device_);  // (N, …)
+    data_.train.y = data_.train.y.to(device_);  // (N) class ids or (N, outputs) targets
+    data_.test.x = data_.test.x.to(device_);    // (evaluate() moves host batches itself)
+    data_.test.y = data_.test.y.to(device_);
+  }
   const auto& schema = data_.schema;
   result_.schema = schema;
   loader_.emplace(data_.train.x, data_.train.y, opt_.batch_size(), /*shuffle=*/true, opt_.seed());
@@ -351,7 +353,8 @@ TrainResult Run::run() {
   // on the CPU: there the gather is 1/40 of a step or less, and a worker beside the
   // step's OpenMP team cost the 2-core default run 3–9 % (docs/data.md, "The loader").
   const int64_t depth = opt_.prefetch() >= 0 ? opt_.prefetch() : device_.is_cpu() ? 0 : 2;
-  data::PrefetchLoader batches(*loader_, data::PrefetchOptions().depth(depth));
+  // Host data is gathered on the host and copied to the device batch by batch.
+  data::PrefetchLoader batches(*loader_, data::PrefetchOptions().depth(depth).device(device_));
   bool stopped = false;
   for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
     batches.start(pos_.epoch, pos_.batch);

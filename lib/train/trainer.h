@@ -35,6 +35,10 @@ struct TrainOptions {
   /// Batches a worker thread assembles ahead of the step (data::PrefetchOptions::depth);
   /// 0 assembles each one in the loop; −1 (auto) is 0 on the CPU and 2 on an accelerator.
   TORCH_ARG(int64_t, prefetch) = -1;
+  /// Keep the data set on the device, each batch gathered there (true), or in host
+  /// memory, each batch gathered on the host and copied over — pinned and
+  /// non-blocking on CUDA — for data sets larger than the device (false).
+  TORCH_ARG(bool, data_on_device) = true;
   TORCH_ARG(std::string, device) = "cpu";
   /// "fp32", "bf16" or "fp16" (see train/amp.h).
   TORCH_ARG(std::string, precision) = "fp32";

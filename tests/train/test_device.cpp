@@ -121,6 +121,14 @@ void train_everywhere(const Combo& c) {
     REQUIRE(a[i].first == b[i].first);
     REQUIRE(torch::equal(a[i].second, b[i].second));  // bit for bit
   }
+  // The data set kept in host memory, each batch gathered there and copied over by
+  // the prefetching worker: the same run, bit for bit.
+  auto host = spec_for(c, fake, dir / "host");
+  host.train.data_on_device(false).prefetch(2);
+  const auto from_host = kiln::train::train(host, quiet);
+  const auto h = kiln::test::checkpoint_weights(from_host.last_checkpoint);
+  REQUIRE(h.size() == b.size());
+  for (size_t i = 0; i < h.size(); ++i) REQUIRE(torch::equal(h[i].second, b[i].second));
   // memory.jsonl has its reports (no allocator figures for a device kiln cannot read).
   REQUIRE(fs::file_size(dir / "fake/memory.jsonl") > 0);
 }
