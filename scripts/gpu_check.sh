@@ -72,7 +72,7 @@ train() {
   ((rc == 0)) || train_rc=1
   {
     echo "train $label: exit $rc"
-    grep -E "test accuracy|stopped after|resumed at|skipped|error" "$out/train_$label.txt" | sed 's/^/  /'
+    grep -E "test accuracy|test RMSE|stopped after|resumed at|skipped|^kiln: error" "$out/train_$label.txt" | sed 's/^/  /'
     echo "  last metrics: $(tail -1 "$dir/metrics.jsonl" 2>/dev/null)"
   } | tee -a "$out/summary.txt"
 }
@@ -91,6 +91,19 @@ train cuda_to_cpu "$runs/cuda_to_cpu" --resume "$runs/cuda_to_cpu" --set train.d
   --set train.precision=fp32 --set train.max_steps=0
 # The default config (784-512-256-10, 10 epochs) on CUDA: its test accuracy.
 train default_cuda "$runs/default_cuda" --run-dir "$runs/default_cuda" --set train.device=cuda
+# The loader on CUDA: the data set in host memory, each batch gathered into pinned
+# memory and copied non-blocking by the prefetching worker, against prefetch off.
+for p in 0 2; do
+  train "host_data_prefetch$p" "$runs/host_data_prefetch$p" --run-dir "$runs/host_data_prefetch$p" \
+    --set train.device=cuda --set train.data_on_device=false --set train.prefetch=$p
+done
+# A CSV table and a text corpus on CUDA (the data formats' paths on the device).
+printf 'a,b,colour,y\n' > "$out/t.csv"
+for i in $(seq 1 600); do echo "$((i % 7)).5,$((i % 3)),c$((i % 4)),k$((i % 3))"; done >> "$out/t.csv"
+train csv_cuda "$runs/csv_cuda" configs/penguins_species.toml --run-dir "$runs/csv_cuda" \
+  --set train.device=cuda --set data.train="$out/t.csv" --set data.label=y --set 'data.features=[]'
+train text_cuda "$runs/text_cuda" configs/text_chars.toml --run-dir "$runs/text_cuda" \
+  --set train.device=cuda --set train.epochs=1
 
 "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
     --dtypes float32,float16,bfloat16 --rounds 5 --min-ms 5 \
