@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/util/Exception.h>
 
 #include <string_view>
@@ -50,12 +51,23 @@ inline DType kernel_dtype(const at::Tensor& t) {
   }
 }
 
-/// A contiguous output like `t`, on huge pages when it is a large CPU tensor.
+/// An output with `t`'s shape and, when t is dense (contiguous, channels-last, any
+/// permutation), its strides; else contiguous. On huge pages when it is a large CPU tensor.
 /// Example: auto y = output_like(x);
 inline at::Tensor output_like(const at::Tensor& t) {
-  auto out = at::empty_like(t, at::MemoryFormat::Contiguous);
+  auto out = t.is_non_overlapping_and_dense()
+                 ? at::empty_strided(t.sizes(), t.strides(), t.options())
+                 : at::empty_like(t, at::MemoryFormat::Contiguous);
   advise_huge_pages(out);
   return out;
+}
+
+/// `t` as an elementwise kernel can walk it: its numel elements side by side in
+/// memory, in any order of dimensions (dense and non-overlapping: contiguous,
+/// channels-last, a permutation), else a contiguous copy. The output takes the same
+/// strides, so a channels-last tensor stays channels-last, as with ATen's own ops.
+inline at::Tensor dense(const at::Tensor& t) {
+  return t.is_non_overlapping_and_dense() ? t : t.contiguous();
 }
 
 /// The contiguous inputs of an elementwise op and its freshly allocated output.
@@ -69,7 +81,7 @@ struct Elementwise2 {
 /// Checks a floating input and prepares it. Example: auto e = elementwise("kiln::relu", "x", x);
 inline Elementwise1 elementwise(std::string_view op, std::string_view name, const at::Tensor& x) {
   check_floating(op, name, x);
-  auto xc = x.contiguous();
+  auto xc = dense(x);
   auto out = output_like(xc);
   return {std::move(xc), std::move(out)};
 }
@@ -80,9 +92,14 @@ inline Elementwise2 elementwise(std::string_view op, std::string_view a_name, co
                                 std::string_view b_name, const at::Tensor& b) {
   check_floating(op, a_name, a);
   check_like(op, a_name, a, b_name, b);
-  auto ac = a.contiguous();
+  // Walked side by side, the two must lay their elements out alike.
+  auto ac = dense(a), bc = dense(b);
+  if (ac.strides() != bc.strides()) {
+    ac = a.contiguous();
+    bc = b.contiguous();
+  }
   auto out = output_like(ac);
-  return {std::move(ac), b.contiguous(), std::move(out)};
+  return {std::move(ac), std::move(bc), std::move(out)};
 }
 
 /// Runs `f(begin, end)` over [0, n) in chunks on ATen's intra-op thread pool.
