@@ -52,7 +52,7 @@ void for_each_key(C& c, V&& v) {
   v("data", "vocabulary", c.data.vocabulary, "text: char (the text's distinct characters) or byte (256 ids)");
   v("data", "train_limit", c.data.train_limit, "use the first N training examples; 0 = all");
   v("data", "test_limit", c.data.test_limit, "use the first N test examples; 0 = all");
-  v("model", "name", c.model.name, "model to build: mlp or deep_mlp");
+  v("model", "name", c.model.name, "model to build: mlp, deep_mlp or convnet");
   v("model", "hidden", c.model.hidden, "mlp: hidden layer widths");
   v("model", "dropout", c.model.dropout, "dropout after each hidden activation, in [0, 1)");
   v("model", "depth", c.model.depth, "deep_mlp: number of hidden layers");
@@ -60,6 +60,12 @@ void for_each_key(C& c, V&& v) {
   v("model", "activation", c.model.activation, "deep_mlp: relu or gelu");
   v("model", "checkpoint_every", c.model.checkpoint_every,
     "deep_mlp: layers per activation-checkpointed segment; 0 = off");
+  v("model", "channels", c.model.channels,
+    "convnet: output channels of each 3x3 conv-batchnorm-relu block");
+  v("model", "pool_after", c.model.pool_after, "convnet: blocks (1-based) followed by a 2x2 max-pool");
+  v("model", "head", c.model.head, "convnet: hidden width of the head before the output layer; 0 = none");
+  v("model", "channels_last", c.model.channels_last,
+    "convnet: convolutions in channels-last (NHWC) layout, oneDNN's fast path");
   v("model", "init_from", c.model.init_from,
     "start from these weights (.safetensors or a checkpoint directory), matched by name; \"\" = random");
   v("optim", "name", c.optim.name, "optimizer: adamw, sgd, lion or muon");
@@ -408,6 +414,13 @@ void validate(const Config& c) {
   for (size_t i = 0; i < c.model.hidden.size(); ++i) positive("model.hidden", c.model.hidden[i]);
   in_range("model.dropout", c.model.dropout, 0, false, 1, true, "a probability in [0, 1)");
   positive("model.depth", c.model.depth);
+  if (c.model.channels.empty()) fail("model.channels", "at least one block width", "[]");
+  for (const int64_t ch : c.model.channels) positive("model.channels", ch);
+  for (const int64_t p : c.model.pool_after)
+    if (p < 1 || p > static_cast<int64_t>(c.model.channels.size()))
+      fail("model.pool_after", "block numbers in 1.." + std::to_string(c.model.channels.size()),
+           std::to_string(p));
+  non_negative("model.head", c.model.head);
   positive("model.width", c.model.width);
   non_negative("model.checkpoint_every", c.model.checkpoint_every);
   one_of("model.activation", c.model.activation, kiln::nn::deep_mlp_activations());

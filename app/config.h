@@ -47,6 +47,10 @@ struct Config {
     int64_t checkpoint_every = 0;
     std::string activation = "relu";
     std::string init_from;
+    std::vector<int64_t> channels = {32, 32, 64, 64};
+    std::vector<int64_t> pool_after = {2, 4};
+    int64_t head = 256;
+    bool channels_last = false;
   } model;
   /// The optimizer's spec as it is (an unset key is the optimizer's own default,
   /// never one written here), plus the gradient clipping the trainer applies.

@@ -57,6 +57,12 @@ train::RunSpec to_spec(const Config& c) {
                             .activation(c.model.activation)
                             .dropout(c.model.dropout)
                             .checkpoint_every(c.model.checkpoint_every);
+  spec.model.convnet = nn::ConvNetOptions({1, 28, 28}, 1)
+                          .channels(c.model.channels)
+                          .pool_after(c.model.pool_after)
+                          .hidden(c.model.head)
+                          .dropout(c.model.dropout)
+                          .channels_last(c.model.channels_last);
   spec.optim = c.optim;  // unset keys stay unset: make_optimizer applies the optimizer's defaults
   spec.schedule.kind(c.schedule.name)
       .warmup_steps(c.schedule.warmup_steps)

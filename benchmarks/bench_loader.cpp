@@ -58,7 +58,7 @@ class Trainer {
  public:
   Trainer(int64_t features, int64_t classes) {
     kiln::nn::ModelSpec spec;  // the default: mlp, hidden 512, 256
-    kiln::nn::fit_to_data(spec, features, classes);
+    kiln::nn::fit_to_data(spec, {features}, features, classes);
     torch::manual_seed(0);
     model_ = kiln::nn::make_model(spec);
     optimizer_ = kiln::optim::make_optimizer(kiln::optim::OptimizerSpec(),

@@ -139,7 +139,7 @@ Data idx_data(const DataOptions& o, const DataSchema* saved) {
     const auto norm = pixel_statistics(train_set.images);
     d.schema.format = "idx";
     d.schema.task = Task::kClassification;
-    d.schema.input_shape = {train_set.images.size(1) * train_set.images.size(2)};
+    d.schema.input_shape = {1, train_set.images.size(1), train_set.images.size(2)};  // (C, H, W)
     d.schema.outputs = 10;
     for (int c = 0; c < 10; ++c) d.schema.classes.push_back(std::to_string(c));
     // The model sees (pixel · scale − mean) / std.

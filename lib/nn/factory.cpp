@@ -2,24 +2,36 @@
 #include "nn/factory.h"
 
 #include <c10/util/StringUtil.h>
+#include <c10/util/accumulate.h>
 
 #include "util/error.h"
 
 namespace kiln::nn {
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "deep_mlp"};
+  static const std::vector<std::string> names = {"mlp", "deep_mlp", "convnet"};
   return names;
 }
 
-void fit_to_data(ModelSpec& spec, int64_t in_features, int64_t outputs) {
+void fit_to_data(ModelSpec& spec, const std::vector<int64_t>& input_shape, int64_t in_features,
+                 int64_t outputs) {
   spec.mlp.in_features(in_features).out_features(outputs);
   spec.deep_mlp.in_features(in_features).out_features(outputs);
+  if (spec.name == "convnet") {
+    const int64_t flat = c10::multiply_integers(input_shape);
+    if ((input_shape.size() != 2 && input_shape.size() != 3) || flat != in_features)
+      throw InputError(c10::str("model.name = \"convnet\": expected images, examples of shape "
+                                "(C, H, W) or (H, W), found ", c10::IntArrayRef(input_shape),
+                                flat != in_features ? " (encoded as tokens)" : "",
+                                "; a table or text trains with mlp or deep_mlp"));
+  }
+  spec.convnet.input_shape(input_shape).out_features(outputs);
 }
 
 torch::nn::AnyModule make_model(const ModelSpec& spec) {
   if (spec.name == "mlp") return torch::nn::AnyModule(Mlp(spec.mlp));
   if (spec.name == "deep_mlp") return torch::nn::AnyModule(DeepMlp(spec.deep_mlp));
+  if (spec.name == "convnet") return torch::nn::AnyModule(ConvNet(spec.convnet));
   std::string valid;
   for (const auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
   throw InputError(c10::str("model.name: expected one of ", valid, ", found \"", spec.name, "\""));

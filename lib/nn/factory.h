@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/convnet.h"
 #include "nn/deep_mlp.h"
 #include "nn/mlp.h"
 
@@ -16,14 +17,18 @@ struct ModelSpec {
   std::string name = "mlp";
   MlpOptions mlp{784, {512, 256}, 10};
   DeepMlpOptions deep_mlp{784, 10};
+  ConvNetOptions convnet{{1, 28, 28}, 10};
 };
 
-/// Sizes the models' input and output to a data set: `in_features` values per
-/// example (its input shape, flattened) and `outputs` logits or regression targets.
-/// Example: kiln::nn::fit_to_data(spec, 784, 10);
-void fit_to_data(ModelSpec& spec, int64_t in_features, int64_t outputs);
+/// Sizes the models' input and output to a data set: one example's `input_shape`
+/// (the ConvNet's image), `in_features` values per example as the MLPs see them
+/// (flattened) and `outputs` logits or regression targets. A model the data cannot
+/// feed (a ConvNet on a table) throws kiln::InputError.
+/// Example: kiln::nn::fit_to_data(spec, {1, 28, 28}, 784, 10);
+void fit_to_data(ModelSpec& spec, const std::vector<int64_t>& input_shape, int64_t in_features,
+                 int64_t outputs);
 
-/// The model names make_model knows, in order: mlp, deep_mlp.
+/// The model names make_model knows, in order: mlp, deep_mlp, convnet.
 const std::vector<std::string>& model_names();
 
 /// Builds spec.name; an unknown name throws kiln::InputError listing the valid ones.

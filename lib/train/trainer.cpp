@@ -135,7 +135,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   if (opt_.max_steps() > 0) total_steps_ = std::min(total_steps_, opt_.max_steps());
 
   auto model_spec = spec.model;
-  nn::fit_to_data(model_spec, data::model_input_size(schema), schema.outputs);
+  nn::fit_to_data(model_spec, schema.input_shape, data::model_input_size(schema), schema.outputs);
   model_ = nn::make_model(model_spec);
   module_ = model_.ptr();
   if (!spec.init_from.empty() && spec.resume_checkpoint.empty()) {

@@ -1,0 +1,93 @@
+// kiln::nn::ConvNet: construction (checks, the image size through the pools) and
+// the forward pass.
+#include "nn/convnet.h"
+
+#include <torch/nn/functional/dropout.h>
+#include <torch/nn/functional/pooling.h>
+
+#include <algorithm>
+
+#include "ops/ops.h"
+
+namespace kiln::nn {
+
+ConvNetImpl::ConvNetImpl(ConvNetOptions options_) : options(std::move(options_)) {
+  const auto& s = options.input_shape();
+  TORCH_CHECK(s.size() == 2 || s.size() == 3,
+              "ConvNet: input_shape: expected (C, H, W) or (H, W), got ", c10::IntArrayRef(s));
+  image_ = s.size() == 2 ? std::vector<int64_t>{1, s[0], s[1]} : s;
+  TORCH_CHECK(std::all_of(image_.begin(), image_.end(), [](int64_t d) { return d > 0; }),
+              "ConvNet: input_shape: expected positive sizes, got ", c10::IntArrayRef(s));
+  TORCH_CHECK(options.out_features() > 0, "ConvNet: out_features: expected > 0, got ",
+              options.out_features());
+  TORCH_CHECK(!options.channels().empty(), "ConvNet: channels: expected at least one block");
+  for (const int64_t c : options.channels())
+    TORCH_CHECK(c > 0, "ConvNet: channels: expected positive widths, got ", c);
+  for (const int64_t p : options.pool_after())
+    TORCH_CHECK(p >= 1 && p <= static_cast<int64_t>(options.channels().size()),
+                "ConvNet: pool_after: expected block numbers in 1..", options.channels().size(),
+                ", got ", p);
+  TORCH_CHECK(options.hidden() >= 0, "ConvNet: hidden: expected >= 0, got ", options.hidden());
+  TORCH_CHECK(options.dropout() >= 0.0 && options.dropout() < 1.0,
+              "ConvNet: dropout: expected a probability in [0, 1), got ", options.dropout());
+  reset();
+}
+
+void ConvNetImpl::reset() {
+  convs_ = register_module("convs", torch::nn::ModuleList());
+  norms_ = register_module("norms", torch::nn::ModuleList());
+  int64_t in = image_[0], h = image_[1], w = image_[2];
+  const auto& pools = options.pool_after();
+  for (size_t i = 0; i < options.channels().size(); ++i) {
+    const int64_t out = options.channels()[i];
+    // No bias: the batch norm's shift follows.
+    convs_->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
+    norms_->push_back(torch::nn::BatchNorm2d(out));
+    in = out;
+    if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0) {
+      TORCH_CHECK(h >= 2 && w >= 2, "ConvNet: pool_after: block ", i + 1, " pools a ", h, "×", w,
+                  " image; expected at least 2×2");
+      h /= 2;
+      w /= 2;
+    }
+  }
+  const int64_t flat = in * h * w;
+  if (options.hidden() > 0) {
+    hidden_ = register_module("hidden", Linear(flat, options.hidden()));
+    output_ = register_module("output", Linear(options.hidden(), options.out_features()));
+  } else {
+    output_ = register_module("output", Linear(flat, options.out_features()));
+  }
+}
+
+torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
+  x = x.reshape({x.size(0), image_[0], image_[1], image_[2]});  // (B, C, H, W)
+  if (options.channels_last()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  const auto& pools = options.pool_after();
+  for (size_t i = 0; i < convs_->size(); ++i) {
+    x = convs_[i]->as<torch::nn::Conv2d>()->forward(x);
+    x = kiln::ops::relu(norms_[i]->as<torch::nn::BatchNorm2d>()->forward(x));
+    if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0)
+      x = torch::max_pool2d(x, 2);
+  }
+  x = x.flatten(1);  // (B, C'·H'·W')
+  if (hidden_) x = kiln::ops::relu(hidden_->forward(x));
+  if (options.dropout() > 0.0)
+    x = torch::nn::functional::dropout(
+        x, torch::nn::functional::DropoutFuncOptions().p(options.dropout()).training(is_training()));
+  return output_->forward(x);  // (B, out_features)
+}
+
+void ConvNetImpl::pretty_print(std::ostream& stream) const {
+  stream << "kiln::nn::ConvNet(input=" << c10::IntArrayRef(image_) << ", channels="
+         << c10::IntArrayRef(options.channels()) << ", pool_after="
+         << c10::IntArrayRef(options.pool_after()) << ", hidden=" << options.hidden()
+         << ", out=" << options.out_features() << ", dropout=" << options.dropout()
+         << (options.channels_last() ? ", channels_last" : "") << ")";
+}
+
+std::vector<std::string> ConvNetImpl::head_parameters() const {
+  return parameter_names_of(*this, *output_);
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,95 @@
+// kiln::nn::ConvNet: images flat or shaped give the same logits, channels-last too;
+// BatchNorm's running statistics are buffers that eval() uses, that checkpoints keep
+// (model.safetensors) and that a resumed run continues bit for bit; a table cannot
+// feed it.
+#include <torch/torch.h>
+
+#include "nn/convnet.h"
+#include "nn/factory.h"
+#include "run_files.h"
+#include "support.h"
+#include "train/checkpoint.h"
+#include "train_command.h"
+#include "util/error.h"
+
+namespace {
+
+int train(const std::string& run_dir, std::vector<std::string> overrides, const std::string& resume = "") {
+  kiln::app::TrainCommand cmd;
+  if (resume.empty()) {
+    cmd.config_path = "configs/tiny.toml";
+    cmd.run_dir = run_dir;
+  } else {
+    cmd.resume_dir = resume;
+  }
+  cmd.overrides = std::move(overrides);
+  return kiln::app::run_train(cmd);
+}
+
+}  // namespace
+
+TEST_CASE("ConvNet: flat or shaped images, contiguous or channels-last, the same logits",
+          "[nn][convnet]") {
+  torch::manual_seed(0);
+  kiln::nn::ConvNet net(kiln::nn::ConvNetOptions({1, 28, 28}, 10).channels({8, 16}).pool_after({1, 2}).hidden(32));
+  const auto x = at::randn({5, 1, 28, 28});
+  const auto y = net->forward(x);
+  REQUIRE(y.sizes() == at::IntArrayRef{5, 10});
+  REQUIRE(at::equal(net->forward(x.reshape({5, 784})), y));
+  net->options.channels_last(true);
+  KILN_REQUIRE_CLOSE(net->forward(x), y, 1e-5, 1e-5);
+  REQUIRE(net->head_parameters() == std::vector<std::string>{"output.weight", "output.bias"});
+  CHECK_THROWS_WITH(kiln::nn::ConvNet(kiln::nn::ConvNetOptions({784}, 10)),
+                    Catch::Contains("ConvNet: input_shape: expected (C, H, W) or (H, W)"));
+  CHECK_THROWS_WITH(kiln::nn::ConvNet(kiln::nn::ConvNetOptions({1, 3, 3}, 10).pool_after({1, 2})),
+                    Catch::Contains("pools a 1×1 image"));
+  kiln::nn::ModelSpec spec;
+  spec.name = "convnet";
+  CHECK_THROWS_AS(kiln::nn::fit_to_data(spec, {9}, 9, 3), kiln::InputError);
+}
+
+TEST_CASE("ConvNet: BatchNorm's running statistics are trained, used by eval() and kept",
+          "[nn][convnet]") {
+  torch::manual_seed(1);
+  kiln::nn::ConvNet net(kiln::nn::ConvNetOptions({1, 8, 8}, 3).channels({4}).pool_after({}).hidden(0));
+  std::map<std::string, at::Tensor> buffers;
+  for (const auto& b : net->named_buffers()) buffers[b.key()] = b.value().clone();
+  REQUIRE(buffers.count("norms.0.running_mean"));
+  REQUIRE(buffers.count("norms.0.running_var"));
+  const auto x = at::randn({16, 1, 8, 8}) * 3 + 2;
+  net->train();
+  net->forward(x);
+  REQUIRE_FALSE(at::equal(net->named_buffers()["norms.0.running_mean"], buffers["norms.0.running_mean"]));
+  // In eval mode an example's logits do not depend on the rest of its batch.
+  net->eval();
+  const auto alone = net->forward(x.narrow(0, 0, 1));
+  KILN_REQUIRE_CLOSE(net->forward(x).narrow(0, 0, 1), alone, 1e-5, 1e-6);
+}
+
+TEST_CASE("ConvNet trains from config; a run stopped and resumed ends bit for bit, running statistics included",
+          "[train][convnet]") {
+  kiln::test::TempDir dir;
+  const std::vector<std::string> common = {
+      "model.name=convnet", "model.channels=[8, 8]", "model.pool_after=[1, 2]", "model.head=32",
+      "model.channels_last=true", "data.train_limit=640", "data.test_limit=200", "train.epochs=2",
+      "train.threads=1"};
+  REQUIRE(train(dir / "straight", common) == 0);
+  auto stopped = common;
+  stopped.push_back("train.max_steps=13");  // mid-epoch: 10 batches an epoch
+  REQUIRE(train(dir / "resumed", stopped) == 0);
+  REQUIRE(train("", {"train.max_steps=0"}, dir / "resumed") == 0);
+  const auto a = kiln::test::checkpoint_weights(*kiln::train::latest_checkpoint(dir / "straight"));
+  const auto b = kiln::test::checkpoint_weights(*kiln::train::latest_checkpoint(dir / "resumed"));
+  REQUIRE(a.size() == b.size());
+  bool has_running_mean = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first);
+    has_running_mean = has_running_mean || a[i].first == "norms.1.running_mean";
+    REQUIRE(at::equal(a[i].second, b[i].second));
+  }
+  REQUIRE(has_running_mean);
+  nlohmann::json last;
+  for (const auto& l : kiln::test::read_metrics(dir / "straight"))
+    if (l["split"] == "test") last = l;
+  REQUIRE(last["accuracy"].get<double>() > 0.5);
+}
