@@ -104,6 +104,9 @@ train csv_cuda "$runs/csv_cuda" configs/penguins_species.toml --run-dir "$runs/c
   --set train.device=cuda --set data.train="$out/t.csv" --set data.label=y --set 'data.features=[]'
 train text_cuda "$runs/text_cuda" configs/text_chars.toml --run-dir "$runs/text_cuda" \
   --set train.device=cuda --set train.epochs=1
+# The ConvNet (cuDNN convolutions, kiln's relu on channels-last activations) in bf16.
+train convnet_cuda "$runs/convnet_cuda" configs/fashion_convnet.toml --run-dir "$runs/convnet_cuda" \
+  --set train.device=cuda --set train.epochs=3
 
 "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
     --dtypes float32,float16,bfloat16 --rounds 5 --min-ms 5 \
