@@ -50,6 +50,10 @@ void for_each_key(C& c, V&& v) {
   v("data", "block_size", c.data.block_size, "text: tokens the model sees to predict the next one");
   v("data", "stride", c.data.stride, "text: tokens between the starts of consecutive examples");
   v("data", "vocabulary", c.data.vocabulary, "text: char (the text's distinct characters) or byte (256 ids)");
+  v("data", "augment_flip", c.data.augment_flip,
+    "images: mirror each training image left to right with probability 1/2");
+  v("data", "augment_crop", c.data.augment_crop,
+    "images: pad each training image by N pixels and crop back at a random offset; 0 = off");
   v("data", "train_limit", c.data.train_limit, "use the first N training examples; 0 = all");
   v("data", "test_limit", c.data.test_limit, "use the first N test examples; 0 = all");
   v("model", "name", c.model.name, "model to build: mlp, deep_mlp or convnet");
@@ -406,6 +410,7 @@ void validate(const Config& c) {
     fail("data.delimiter", "one character other than a quote or a line end",
          "\"" + c.data.delimiter + "\"");
   positive("data.block_size", c.data.block_size);
+  non_negative("data.augment_crop", c.data.augment_crop);
   positive("data.stride", c.data.stride);
   one_of("data.vocabulary", c.data.vocabulary, {"char", "byte"});
   non_negative("data.train_limit", c.data.train_limit);

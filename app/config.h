@@ -35,6 +35,8 @@ struct Config {
     int64_t block_size = 32;
     int64_t stride = 1;
     std::string vocabulary = "char";
+    bool augment_flip = false;
+    int64_t augment_crop = 0;
     int64_t train_limit = 0;
     int64_t test_limit = 0;
   } data;

@@ -45,6 +45,8 @@ train::RunSpec to_spec(const Config& c) {
       .block_size(c.data.block_size)
       .stride(c.data.stride)
       .vocabulary(c.data.vocabulary)
+      .augment_flip(c.data.augment_flip)
+      .augment_crop(c.data.augment_crop)
       .train_limit(c.data.train_limit)
       .test_limit(c.data.test_limit)
       .seed(static_cast<uint64_t>(c.train.seed));

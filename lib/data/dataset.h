@@ -66,6 +66,10 @@ struct DataOptions {
   TORCH_ARG(int64_t, stride) = 1;
   /// text: "char" (the distinct characters of the text) or "byte" (256 ids).
   TORCH_ARG(std::string, vocabulary) = "char";
+  /// Images, training batches only: mirror each left to right with probability 1/2.
+  TORCH_ARG(bool, augment_flip) = false;
+  /// Images, training batches only: pad by N pixels and crop back at a random offset; 0: off.
+  TORCH_ARG(int64_t, augment_crop) = 0;
 };
 
 /// The data set's half of the model's contract: fitted on the training split,

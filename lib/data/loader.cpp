@@ -31,6 +31,7 @@ BatchLoader::BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool sh
 int64_t BatchLoader::size() const { return (x_.size(0) + batch_size_ - 1) / batch_size_; }
 
 void BatchLoader::set_epoch(int64_t epoch) {
+  epoch_ = epoch;
   if (!shuffle_) {
     order_ = at::Tensor();
     return;
@@ -44,8 +45,8 @@ void BatchLoader::set_epoch(int64_t epoch) {
   // every batch is a gather on the device itself. The other design — data on the
   // host, each batch gathered there and copied over (pinned, non-blocking) — moves
   // the whole batch (B·784·4 bytes for Fashion-MNIST, 400 KB at B = 128) across
-  // the bus every step instead of 1 KB of indices once; it serves only data sets
-  // larger than the device, which kiln's in-memory loader does not take.
+  // the bus every step instead of 1 KB of indices once; it serves data sets larger
+  // than the device (train.data_on_device = false).
   if (order_.device() != x_.device()) order_ = order_.to(x_.device());
 }
 
@@ -65,7 +66,7 @@ Batch BatchLoader::batch(int64_t index, bool pin_memory) const {
     return idx.defined() ? at::index_select_out(out, t, 0, idx)
                          : out.copy_(t.narrow(0, start, len));
   };
-  return {take(x_), take(y_)};
+  return {take(x_), take(y_), epoch_, index};
 }
 
 }  // namespace kiln::data

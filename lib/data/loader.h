@@ -8,6 +8,9 @@ namespace kiln::data {
 struct Batch {
   at::Tensor x;  // (B, …)
   at::Tensor y;  // (B)
+  /// Where the batch stands in the loader's order: a seed for what is drawn per batch
+  /// (augmentation), so a resumed run draws the same.
+  int64_t epoch = 0, index = 0;
 };
 
 /// Example: BatchLoader loader(x, y, 128, /*shuffle=*/true, /*seed=*/0);
@@ -31,6 +34,7 @@ class BatchLoader {
   int64_t batch_size_;
   bool shuffle_;
   uint64_t seed_;
+  int64_t epoch_ = 0;
 };
 
 }  // namespace kiln::data

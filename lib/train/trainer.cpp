@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/augment.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/prefetch.h"
@@ -74,6 +75,7 @@ class Run {
   torch::Device device_;
   PrecisionPlan plan_;
   data::Data data_;
+  std::optional<data::ImageAugment> augment_;
   std::string best_metric_;
   std::optional<data::BatchLoader> loader_;
   torch::nn::AnyModule model_;
@@ -129,6 +131,17 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   }
   const auto& schema = data_.schema;
   result_.schema = schema;
+  if (spec.data.augment_flip() || spec.data.augment_crop() > 0) {
+    const auto& s = schema.input_shape;
+    if ((s.size() != 2 && s.size() != 3) || data::model_input_size(schema) != c10::multiply_integers(s))
+      throw InputError(c10::str("data.augment_flip, data.augment_crop: expected image data, examples "
+                                "of shape (C, H, W) or (H, W), found ", c10::IntArrayRef(s)));
+    // Padding is black: a 0 pixel as the model sees it, (0 · scale − mean) / std.
+    const auto& t = schema.transform;
+    const double fill = t.contains("scale") ? -t["mean"].get<double>() / t["std"].get<double>() : 0.0;
+    augment_.emplace(s.size() == 3 ? s : std::vector<int64_t>{1, s[0], s[1]});
+    augment_->flip(spec.data.augment_flip()).crop_padding(spec.data.augment_crop()).fill(fill).seed(opt_.seed());
+  }
   loader_.emplace(data_.train.x, data_.train.y, opt_.batch_size(), /*shuffle=*/true, opt_.seed());
   batches_ = loader_->size();
   total_steps_ = opt_.epochs() * batches_;
@@ -354,7 +367,10 @@ TrainResult Run::run() {
   // step's OpenMP team cost the 2-core default run 3–9 % (docs/data.md, "The loader").
   const int64_t depth = opt_.prefetch() >= 0 ? opt_.prefetch() : device_.is_cpu() ? 0 : 2;
   // Host data is gathered on the host and copied to the device batch by batch.
-  data::PrefetchLoader batches(*loader_, data::PrefetchOptions().depth(depth).device(device_));
+  auto batch_options = data::PrefetchOptions().depth(depth).device(device_);
+  if (augment_)  // on the worker, before the copy to the device
+    batch_options.transform([a = *augment_](data::Batch b) { return data::augment(std::move(b), a); });
+  data::PrefetchLoader batches(*loader_, batch_options);
   bool stopped = false;
   for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
     batches.start(pos_.epoch, pos_.batch);

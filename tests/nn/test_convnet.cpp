@@ -4,6 +4,8 @@
 // feed it.
 #include <torch/torch.h>
 
+#include <fstream>
+
 #include "nn/convnet.h"
 #include "nn/factory.h"
 #include "run_files.h"
@@ -66,13 +68,13 @@ TEST_CASE("ConvNet: BatchNorm's running statistics are trained, used by eval() a
   KILN_REQUIRE_CLOSE(net->forward(x).narrow(0, 0, 1), alone, 1e-5, 1e-6);
 }
 
-TEST_CASE("ConvNet trains from config; a run stopped and resumed ends bit for bit, running statistics included",
+TEST_CASE("ConvNet trains from config with augmented images; a run stopped and resumed ends bit for bit, running statistics included",
           "[train][convnet]") {
   kiln::test::TempDir dir;
   const std::vector<std::string> common = {
       "model.name=convnet", "model.channels=[8, 8]", "model.pool_after=[1, 2]", "model.head=32",
       "model.channels_last=true", "data.train_limit=640", "data.test_limit=200", "train.epochs=2",
-      "train.threads=1"};
+      "train.threads=1", "data.augment_flip=true", "data.augment_crop=2"};
   REQUIRE(train(dir / "straight", common) == 0);
   auto stopped = common;
   stopped.push_back("train.max_steps=13");  // mid-epoch: 10 batches an epoch
@@ -92,4 +94,13 @@ TEST_CASE("ConvNet trains from config; a run stopped and resumed ends bit for bi
   for (const auto& l : kiln::test::read_metrics(dir / "straight"))
     if (l["split"] == "test") last = l;
   REQUIRE(last["accuracy"].get<double>() > 0.5);
+}
+
+TEST_CASE("augmentation needs images", "[train][convnet]") {
+  kiln::test::TempDir dir;
+  std::ofstream(dir / "t.csv") << "a,b,y\n1,2,p\n3,4,q\n5,6,p\n7,8,q\n";
+  REQUIRE_THROWS_WITH(train(dir / "run", {"data.train=" + (dir / "t.csv"), "data.label=y",
+                                          "data.augment_flip=true"}),
+                      Catch::Contains("data.augment_flip, data.augment_crop: expected image data, "
+                                      "examples of shape (C, H, W) or (H, W), found [2]"));
 }
