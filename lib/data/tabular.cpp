@@ -55,7 +55,9 @@ struct ParsedColumn {
 
 class Parsed {
  public:
-  Parsed(const CsvTable& t, const std::vector<int64_t>& cols) : t_(t), cols_(static_cast<size_t>(t.columns())) {
+  Parsed(const CsvTable& t, std::vector<int64_t> cols) : t_(t), cols_(static_cast<size_t>(t.columns())) {
+    std::sort(cols.begin(), cols.end());  // each column parsed by one thread, once
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
     at::parallel_for(0, static_cast<int64_t>(cols.size()), 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         ParsedColumn& c = cols_[static_cast<size_t>(cols[static_cast<size_t>(i)])];
@@ -411,6 +413,9 @@ Data table_data(const CsvTable& train, const CsvTable* test, const DataOptions& 
         throw InputError(c10::str(train.path, ": data.categorical: '", c, "' is not a feature "
                                   "column; the features are the columns ", column_list(train),
                                   " less the label"));
+    for (size_t i = 0; i < names.size(); ++i)
+      if (std::find(names.begin(), names.begin() + static_cast<long>(i), names[i]) != names.begin() + static_cast<long>(i))
+        throw InputError(c10::str(train.path, ": data.features: '", names[i], "' is listed twice"));
     for (const auto& n : names) {
       if (n == label)
         throw InputError(c10::str(train.path, ": data.features: the label column '", label,

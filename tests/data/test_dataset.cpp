@@ -140,6 +140,8 @@ TEST_CASE("CSV bad values: unknown columns, text in numbers, unseen categories a
   CHECK_THAT(error_of(DataOptions().train(train)), Catch::Contains("data.label: expected the name"));
   CHECK_THAT(error_of(DataOptions().train(train).label("species").features({"mass", "beak"})),
              Catch::Contains("data.features: expected one of the columns"));
+  CHECK_THAT(error_of(DataOptions().train(train).label("species").features({"mass", "island", "mass"})),
+             Catch::Contains("data.features: 'mass' is listed twice"));
   const auto mixed = write(dir, "mixed.csv", "a,y\n1,p\n2,q\nthree,p\n4,q\n");
   CHECK_THAT(error_of(DataOptions().train(mixed).label("y")),
              Catch::Contains("mixed.csv: line 4, column 1 (a): expected a number (the column holds "
