@@ -96,14 +96,10 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
     DataSchema& s = d.schema;
     s.format = "npy";
     const bool integral = !at::isFloatingType(train.y.scalar_type());
-    if (o.task() == "classification" || (o.task() == "auto" && integral)) {
-      s.task = Task::kClassification;
-    } else if (o.task() == "regression" || o.task() == "auto") {
-      s.task = Task::kRegression;
-    } else {
-      throw InputError(c10::str("data.task: expected auto, classification or regression, found '",
-                                o.task(), "'"));
-    }
+    // data.task is auto, classification or regression (load_data checked it).
+    s.task = o.task() == "classification" || (o.task() == "auto" && integral)
+                 ? Task::kClassification
+                 : Task::kRegression;
     if (s.task == Task::kClassification) {
       if (train.y.dim() != 1)
         throw InputError(c10::str(train.y_path, ": class labels: expected shape (N), found ",

@@ -6,16 +6,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 namespace kiln::data {
-namespace {
-
-uint64_t mix(uint64_t z) {  // splitmix64
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 Batch augment(Batch b, const ImageAugment& o) {
   const auto& s = o.image();
@@ -24,7 +14,8 @@ Batch augment(Batch b, const ImageAugment& o) {
   TORCH_CHECK(p >= 0, "augment: crop_padding: expected >= 0, got ", p);
   if (n == 0 || (!o.flip() && p == 0)) return b;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(
-      mix(o.seed() ^ mix(static_cast<uint64_t>(b.epoch) ^ mix(static_cast<uint64_t>(b.index)))));
+      mix_seed(o.seed() ^ mix_seed(static_cast<uint64_t>(b.epoch) ^
+                                   mix_seed(static_cast<uint64_t>(b.index)))));
   const auto cpu_long = at::TensorOptions().dtype(at::kLong);
   const auto flips = o.flip() ? at::randint(2, {n}, gen, cpu_long) : at::zeros({n}, cpu_long);
   const auto offsets = at::randint(2 * p + 1, {n, 2}, gen, cpu_long);  // (dy, dx) per image

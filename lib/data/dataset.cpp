@@ -105,15 +105,23 @@ std::pair<at::Tensor, at::Tensor> split_indices(int64_t n, double fraction, uint
   return {order.narrow(0, test, n - test), order.narrow(0, 0, test)};
 }
 
+namespace {
+
+// "idx, csv, npy, text", for messages.
+std::string format_list() {
+  std::string names;
+  for (const auto& n : data_formats()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
+}  // namespace
+
 std::string resolve_format(const DataOptions& o) {
   if (o.format() != "auto") {
     const auto& f = data_formats();
-    if (std::find(f.begin(), f.end(), o.format()) == f.end()) {
-      std::string names;
-      for (const auto& n : f) names += (names.empty() ? "" : ", ") + n;
-      throw InputError(c10::str("data.format: expected one of auto, ", names, "; found '",
+    if (std::find(f.begin(), f.end(), o.format()) == f.end())
+      throw InputError(c10::str("data.format: expected one of auto, ", format_list(), "; found '",
                                 o.format(), "'"));
-    }
     return o.format();
   }
   if (o.train().empty()) return "idx";
@@ -124,7 +132,7 @@ std::string resolve_format(const DataOptions& o) {
   if (ext == ".txt" || ext == ".md" || fs::is_directory(o.train())) return "text";
   throw InputError(c10::str("data.format: \"auto\" cannot tell the format of data.train = \"",
                             o.train(), "\" (", ext.empty() ? "no extension" : ext,
-                            "); set data.format to one of idx, csv, npy, text"));
+                            "); set data.format to one of ", format_list()));
 }
 
 // --- idx: Fashion-MNIST and MNIST ------------------------------------------------
@@ -191,7 +199,7 @@ Data load_data(const DataOptions& o, const DataSchema* saved) {
   } else if (format == "text") {
     d = text_data(o, saved);
   } else {
-    throw InputError(c10::str("data.json: format: expected one of idx, csv, npy, text, found '",
+    throw InputError(c10::str("data.json: format: expected one of ", format_list(), ", found '",
                               format, "'"));
   }
   if (d.train.size() == 0) throw InputError("data: the training split is empty");

@@ -5,17 +5,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 namespace kiln::data {
-namespace {
-
-// splitmix64: decorrelates the seeds of consecutive epochs.
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 BatchLoader::BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool shuffle,
                          uint64_t seed)
@@ -38,7 +27,7 @@ void BatchLoader::set_epoch(int64_t epoch) {
   }
   // Drawn by the CPU generator whatever the device, so the order is the same on
   // every device (a run checkpointed on CUDA resumes on the CPU with the same batches).
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(seed_ ^ mix(static_cast<uint64_t>(epoch))));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(mix_seed(seed_ ^ mix_seed(static_cast<uint64_t>(epoch))));
   order_ = at::randperm(x_.size(0), gen, at::TensorOptions().dtype(at::kLong));
   // The index lives where the data lives: ATen's index_select refuses an index on
   // another device. One copy of the permutation per epoch (8 bytes an example), then

@@ -5,6 +5,15 @@
 
 namespace kiln::data {
 
+/// splitmix64: decorrelates seeds that differ in a few bits (consecutive epochs,
+/// batches), so each draws an unrelated stream. Example: gen(mix_seed(seed ^ mix_seed(epoch)))
+inline uint64_t mix_seed(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 struct Batch {
   at::Tensor x;  // (B, …)
   at::Tensor y;  // (B)

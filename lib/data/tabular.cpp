@@ -66,8 +66,9 @@ class Parsed {
         c.kind.resize(static_cast<size_t>(t.rows()));
         for (int64_t r = 0; r < t.rows(); ++r) {
           const auto v = t.at(r, cols[static_cast<size_t>(i)]);
-          const auto n = is_missing(v) ? std::nullopt : parse_number(v);
-          c.kind[r] = n ? kNumber : is_missing(v) ? kMissing : kText;
+          const bool missing = is_missing(v);
+          const auto n = missing ? std::nullopt : parse_number(v);
+          c.kind[r] = n ? kNumber : missing ? kMissing : kText;
           c.value[r] = n ? *n : std::numeric_limits<double>::quiet_NaN();
         }
       }

@@ -76,6 +76,7 @@ class Run {
   PrecisionPlan plan_;
   data::Data data_;
   std::optional<data::ImageAugment> augment_;
+  std::string schema_json_;
   std::string best_metric_;
   std::optional<data::BatchLoader> loader_;
   torch::nn::AnyModule model_;
@@ -188,8 +189,8 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
           .best_mode(!best_metric_.empty() && higher_is_better(best_metric_.substr(5))
                          ? MetricMode::kMax
                          : MetricMode::kMin));
-  const std::string schema_json = schema.to_json().dump(2) + "\n";
-  checkpointer_->add_file(kDataFile, schema_json);
+  schema_json_ = schema.to_json().dump(2) + "\n";  // the run's data.json and every checkpoint's
+  checkpointer_->add_file(kDataFile, schema_json_);
   checkpointer_->add_model_metadata("kiln.data", schema.to_json().dump());
   checkpointer_->add_part({"schedule", [this](auto& ar) { schedule_->save(ar); },
                            [this](auto& ar) { schedule_->load(ar); }});
@@ -327,15 +328,12 @@ void Run::report_memory() {
 TrainResult Run::run() {
   // The resolved config goes into the run only once the run is known to start
   // (a refused resume leaves the directory as it was).
-  {
-    const auto path = fs::path(spec_.run_dir) / "config.toml";
+  for (const auto& [file, text] : {std::pair<std::string, const std::string&>{"config.toml", spec_.config_toml},
+                                    {kDataFile, schema_json_}}) {
+    const auto path = fs::path(spec_.run_dir) / file;
     std::ofstream out(path, std::ios::trunc);
-    out << spec_.config_toml;
+    out << text;
     if (!out) throw InputError(c10::str(path.string(), ": cannot write"));
-    const auto data_path = fs::path(spec_.run_dir) / kDataFile;
-    std::ofstream data_out(data_path, std::ios::trunc);
-    data_out << data_.schema.to_json().dump(2) << "\n";
-    if (!data_out) throw InputError(c10::str(data_path.string(), ": cannot write"));
   }
   // Resumed from an older checkpoint than the newest: what the run wrote after it
   // belongs to another trajectory and is set aside, so the run holds one.

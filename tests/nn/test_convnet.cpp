@@ -11,21 +11,13 @@
 #include "run_files.h"
 #include "support.h"
 #include "train/checkpoint.h"
-#include "train_command.h"
 #include "util/error.h"
 
 namespace {
 
+// The tiny config (Fashion-MNIST) with `overrides`, or a resume of `resume`.
 int train(const std::string& run_dir, std::vector<std::string> overrides, const std::string& resume = "") {
-  kiln::app::TrainCommand cmd;
-  if (resume.empty()) {
-    cmd.config_path = "configs/tiny.toml";
-    cmd.run_dir = run_dir;
-  } else {
-    cmd.resume_dir = resume;
-  }
-  cmd.overrides = std::move(overrides);
-  return kiln::app::run_train(cmd);
+  return kiln::test::train("configs/tiny.toml", run_dir, std::move(overrides), resume);
 }
 
 }  // namespace

@@ -15,7 +15,6 @@
 #include "run_files.h"
 #include "support.h"
 #include "train/checkpoint.h"
-#include "train_command.h"
 
 namespace {
 
@@ -46,18 +45,7 @@ std::string write_penguins(const kiln::test::TempDir& dir, int rows = 240) {
   return path;
 }
 
-int train(const std::string& config, const std::string& run_dir, std::vector<std::string> overrides,
-          const std::string& resume = "") {
-  kiln::app::TrainCommand cmd;
-  if (resume.empty()) {
-    cmd.config_path = config;
-    cmd.run_dir = run_dir;
-  } else {
-    cmd.resume_dir = resume;
-  }
-  cmd.overrides = std::move(overrides);
-  return kiln::app::run_train(cmd);
-}
+using kiln::test::train;
 
 nlohmann::json last_test_line(const std::string& run_dir) {
   nlohmann::json last;
