@@ -50,26 +50,37 @@ void for_each_key(C& c, V&& v) {
   v("data", "block_size", c.data.block_size, "text: tokens the model sees to predict the next one");
   v("data", "stride", c.data.stride, "text: tokens between the starts of consecutive examples");
   v("data", "vocabulary", c.data.vocabulary, "text: char (the text's distinct characters) or byte (256 ids)");
+  v("data", "windows", c.data.windows,
+    "text, training: strided (every data.stride-th window, shuffled) or random (as many windows "
+    "per epoch, each at a random start, seeded)");
+  v("data", "exclude", c.data.exclude, "text, a folder: skip files whose name matches one of these patterns (*.dat)");
   v("data", "augment_flip", c.data.augment_flip,
     "images: mirror each training image left to right with probability 1/2");
   v("data", "augment_crop", c.data.augment_crop,
     "images: pad each training image by N pixels and crop back at a random offset; 0 = off");
   v("data", "train_limit", c.data.train_limit, "use the first N training examples; 0 = all");
   v("data", "test_limit", c.data.test_limit, "use the first N test examples; 0 = all");
-  v("model", "name", c.model.name, "model to build: mlp, deep_mlp or convnet");
+  v("model", "name", c.model.name, "model to build: mlp, deep_mlp, convnet or gpt");
   v("model", "hidden", c.model.hidden, "mlp: hidden layer widths");
   v("model", "dropout", c.model.dropout, "dropout after each hidden activation, in [0, 1)");
   v("model", "depth", c.model.depth, "deep_mlp: number of hidden layers");
   v("model", "width", c.model.width, "deep_mlp: width of every hidden layer");
   v("model", "activation", c.model.activation, "deep_mlp: relu or gelu");
   v("model", "checkpoint_every", c.model.checkpoint_every,
-    "deep_mlp: layers per activation-checkpointed segment; 0 = off");
+    "deep_mlp: layers, gpt: blocks per activation-checkpointed segment; 0 = off");
   v("model", "channels", c.model.channels,
     "convnet: output channels of each 3x3 conv-batchnorm-relu block");
   v("model", "pool_after", c.model.pool_after, "convnet: blocks (1-based) followed by a 2x2 max-pool");
   v("model", "head", c.model.head, "convnet: hidden width of the head before the output layer; 0 = none");
   v("model", "channels_last", c.model.channels_last,
     "convnet: convolutions in channels-last (NHWC) layout, oneDNN's fast path");
+  v("model", "blocks", c.model.blocks, "gpt: transformer blocks");
+  v("model", "embed", c.model.embed, "gpt: model width (embedding size), a multiple of model.heads");
+  v("model", "heads", c.model.heads, "gpt: attention heads per block");
+  v("model", "mlp_ratio", c.model.mlp_ratio, "gpt: each block's MLP width as a multiple of model.embed");
+  v("model", "norm", c.model.norm, "gpt: layernorm or rmsnorm (pre-norm, and before the head)");
+  v("model", "tie_embeddings", c.model.tie_embeddings,
+    "gpt: the output head is the token embedding's matrix");
   v("model", "init_from", c.model.init_from,
     "start from these weights (.safetensors or a checkpoint directory), matched by name; \"\" = random");
   v("optim", "name", c.optim.name, "optimizer: adamw, sgd, lion or muon");
@@ -428,6 +439,15 @@ void validate(const Config& c) {
   non_negative("model.head", c.model.head);
   positive("model.width", c.model.width);
   non_negative("model.checkpoint_every", c.model.checkpoint_every);
+  one_of("data.windows", c.data.windows, {"strided", "random"});
+  positive("model.blocks", c.model.blocks);
+  positive("model.heads", c.model.heads);
+  positive("model.embed", c.model.embed);
+  if (c.model.embed % c.model.heads != 0)
+    fail("model.embed", "a multiple of model.heads (" + std::to_string(c.model.heads) + ")",
+         std::to_string(c.model.embed));
+  positive("model.mlp_ratio", c.model.mlp_ratio);
+  one_of("model.norm", c.model.norm, kiln::nn::gpt_norms());
   one_of("model.activation", c.model.activation, kiln::nn::deep_mlp_activations());
   one_of("optim.name", c.optim.name, kiln::optim::optimizer_names());
   const auto& o = c.optim;  // unset keys are the optimizer's defaults, valid by construction

@@ -35,6 +35,8 @@ struct Config {
     int64_t block_size = 32;
     int64_t stride = 1;
     std::string vocabulary = "char";
+    std::string windows = "strided";
+    std::vector<std::string> exclude;
     bool augment_flip = false;
     int64_t augment_crop = 0;
     int64_t train_limit = 0;
@@ -53,6 +55,12 @@ struct Config {
     std::vector<int64_t> pool_after = {2, 4};
     int64_t head = 256;
     bool channels_last = false;
+    int64_t blocks = 4;
+    int64_t embed = 192;
+    int64_t heads = 6;
+    int64_t mlp_ratio = 4;
+    std::string norm = "layernorm";
+    bool tie_embeddings = true;
   } model;
   /// The optimizer's spec as it is (an unset key is the optimizer's own default,
   /// never one written here), plus the gradient clipping the trainer applies.

@@ -57,25 +57,6 @@ const Format& format_named(const std::string& name) {
   throw InputError(c10::str("--format: expected one of ", format_names(), ", found \"", name, "\""));
 }
 
-// The checkpoint CHECKPOINT names: itself when it has a manifest, else the newest
-// complete checkpoint of the run directory it is.
-std::string resolve_checkpoint(const std::string& arg) {
-  fs::path p = fs::path(arg).lexically_normal();
-  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // "dir/"
-  if (fs::exists(p / train::layout::kManifest)) return p.string();
-  if (fs::is_directory(p / train::layout::kCheckpoints)) {
-    if (auto c = train::latest_checkpoint(p.string())) return *c;
-    throw InputError(c10::str(arg, ": expected a complete checkpoint under ",
-                              train::layout::kCheckpoints, "/, found none"));
-  }
-  throw InputError(c10::str(arg, ": CHECKPOINT: expected a checkpoint directory (with ",
-                            train::layout::kManifest, ") or a run directory (with ",
-                            train::layout::kCheckpoints, "/), found ",
-                            !fs::exists(p)        ? "nothing"
-                            : fs::is_directory(p) ? "a directory with neither"
-                                                  : "a file"));
-}
-
 // An existing --out is replaced only with --force, and only when it is what an
 // earlier export of this format wrote: a file, or a directory of .npy files and data.json.
 void check_out(const std::string& out, const Format& format, bool force) {
@@ -153,7 +134,7 @@ int run_export(const ExportCommand& cmd) {
   fs::path out = fs::path(cmd.out).lexically_normal();
   if (out.has_parent_path() && out.filename().empty()) out = out.parent_path();  // "dir/"
   check_out(out.string(), format, cmd.force);
-  const std::string checkpoint = resolve_checkpoint(cmd.checkpoint);
+  const std::string checkpoint = train::resolve_checkpoint(cmd.checkpoint);
   const int64_t step = train::verify_checkpoint(checkpoint);
   const std::string model_path = (fs::path(checkpoint) / train::layout::kModel).string();
   const auto model = safetensors::load_file(model_path);

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "export_command.h"
+#include "sample_command.h"
 #include "train_command.h"
 
 namespace {
@@ -22,13 +23,14 @@ constexpr const char* kUsage =
     "Commands:\n"
     "  train [CONFIG]   train a model from a TOML config (default configs/fashion_mlp.toml)\n"
     "  export CKPT      write a checkpoint's weights as safetensors, .npy files or a .pt file\n"
+    "  sample CKPT      generate text with a trained gpt checkpoint\n"
     "\n"
     "Options:\n"
     "  -h, --help       show this help\n"
     "      --version    show kiln's version and the libtorch it was built with\n"
     "\n"
     "'kiln train --help' lists the train options and every config key with its default;\n"
-    "'kiln export --help' the export options and formats.\n";
+    "'kiln export --help' the export options and formats; 'kiln sample --help' the sampling options.\n";
 
 int train_main(int argc, char** argv) {
   cxxopts::Options options("kiln train", "Train a model from a TOML config.");
@@ -72,7 +74,8 @@ int run(int argc, char** argv) {
   }
   if (!std::strcmp(argv[1], "train")) return train_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "export")) return kiln::app::export_main(argc - 1, argv + 1);
-  std::fprintf(stderr, "kiln: error: unknown command '%s'; valid commands: train, export (see kiln --help)\n",
+  if (!std::strcmp(argv[1], "sample")) return kiln::app::sample_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "kiln: error: unknown command '%s'; valid commands: train, export, sample (see kiln --help)\n",
                argv[1]);
   return 2;
 }

@@ -23,9 +23,8 @@
 
 namespace kiln::app {
 namespace fs = std::filesystem;
-namespace {
 
-train::RunSpec to_spec(const Config& c) {
+train::RunSpec to_run_spec(const Config& c) {
   train::RunSpec spec;
   spec.data.format(c.data.format)
       .root(c.data.root)
@@ -45,6 +44,8 @@ train::RunSpec to_spec(const Config& c) {
       .block_size(c.data.block_size)
       .stride(c.data.stride)
       .vocabulary(c.data.vocabulary)
+      .windows(c.data.windows)
+      .exclude(c.data.exclude)
       .augment_flip(c.data.augment_flip)
       .augment_crop(c.data.augment_crop)
       .train_limit(c.data.train_limit)
@@ -65,6 +66,15 @@ train::RunSpec to_spec(const Config& c) {
                           .hidden(c.model.head)
                           .dropout(c.model.dropout)
                           .channels_last(c.model.channels_last);
+  spec.model.gpt = nn::GptOptions(1, 1)
+                       .layers(c.model.blocks)
+                       .width(c.model.embed)
+                       .heads(c.model.heads)
+                       .mlp_ratio(c.model.mlp_ratio)
+                       .norm(c.model.norm)
+                       .dropout(c.model.dropout)
+                       .tie_embeddings(c.model.tie_embeddings)
+                       .checkpoint_every(c.model.checkpoint_every);
   spec.optim = c.optim;  // unset keys stay unset: make_optimizer applies the optimizer's defaults
   spec.schedule.kind(c.schedule.name)
       .warmup_steps(c.schedule.warmup_steps)
@@ -93,6 +103,8 @@ train::RunSpec to_spec(const Config& c) {
       .history(c.memory.history);
   return spec;
 }
+
+namespace {
 
 // A run's claim on its directory: created exclusively (O_EXCL), so of two runs
 // started together on one directory exactly one gets it.
@@ -190,7 +202,7 @@ int run_train(const TrainCommand& cmd) {
   }
   std::printf("kiln train: run directory %s\n%s\n", run_dir.c_str(), resolved.c_str());
 
-  auto spec = to_spec(config);
+  auto spec = to_run_spec(config);
   spec.run_dir = run_dir.string();
   spec.config_toml = resolved;
   spec.resume_checkpoint = resume.checkpoint_dir;

@@ -3,7 +3,13 @@
 #include <string>
 #include <vector>
 
+namespace kiln::train {
+struct RunSpec;
+}
+
 namespace kiln::app {
+
+struct Config;
 
 struct TrainCommand {
   std::string config_path;          // empty: the default config
@@ -16,6 +22,11 @@ struct TrainCommand {
 /// Runs the command; returns the process exit code. Bad input throws
 /// kiln::InputError (exit code 2 in main).
 int run_train(const TrainCommand& command);
+
+/// The typed options a config stands for (data, model, optimizer, schedule,
+/// training, checkpoints, memory), without the run's directories.
+/// Example: const auto spec = to_run_spec(load_config("configs/gpt_char.toml"));
+train::RunSpec to_run_spec(const Config& config);
 
 /// The config used when none is named: configs/fashion_mlp.toml in the current
 /// directory, else the one in kiln's source tree.

@@ -166,6 +166,10 @@ at::Tensor model_inputs(const at::Tensor& x, const DataSchema& schema) {
   return at::one_hot(x, schema.outputs).flatten(1).to(at::kFloat);
 }
 
+bool takes_tokens(const DataSchema& schema) {
+  return schema.transform.value("encoding", "") == "tokens";
+}
+
 int64_t model_input_size(const DataSchema& schema) {
   int64_t n = 1;
   for (const int64_t d : schema.input_shape) n *= d;

@@ -64,6 +64,19 @@ struct DataOptions {
   TORCH_ARG(int64_t, block_size) = 32;
   /// text: tokens between the starts of consecutive windows.
   TORCH_ARG(int64_t, stride) = 1;
+  /// text, training split: "strided" (every window data.stride apart, shuffled each
+  /// epoch) or "random" (each epoch draws as many windows as "strided" has, each at a
+  /// uniformly random start, from a generator seeded by (seed, epoch): a resumed run
+  /// draws the same).
+  TORCH_ARG(std::string, windows) = "strided";
+  /// text, a folder: skip files whose name matches one of these shell patterns.
+  TORCH_ARG(std::vector<std::string>, exclude) = {};
+  /// text: targets for a sequence model (set by the trainer for gpt, not a config
+  /// key): y holds every position's next token, (N, block_size), the model takes the
+  /// token ids themselves, and the test windows are block_size apart so each test
+  /// token is a target once. Otherwise y is the token after the window and the model
+  /// sees the window one-hot.
+  TORCH_ARG(bool, sequence) = false;
   /// text: "char" (the distinct characters of the text) or "byte" (256 ids).
   TORCH_ARG(std::string, vocabulary) = "char";
   /// Images, training batches only: mirror each left to right with probability 1/2.
@@ -109,6 +122,9 @@ struct Dataset {
 struct Data {
   Dataset train, test;
   DataSchema schema;
+  /// Training examples drawn at random (with replacement) per epoch instead of a
+  /// shuffled pass over all of them; 0 = a pass (text with data.windows = "random").
+  int64_t train_draws = 0;
 };
 
 /// Reads the training and test splits `options` names and fits the schema on the
@@ -117,13 +133,17 @@ struct Data {
 /// Example: auto d = kiln::data::load_data(DataOptions().format("csv").train("t.csv").label("y"));
 Data load_data(const DataOptions& options, const DataSchema* saved = nullptr);
 
-/// What the model takes for a batch `x` of the data set: x itself, or for text the
-/// tokens one-hot encoded and flattened, (B, block_size · vocabulary) float32.
+/// What the model takes for a batch `x` of the data set: x itself (token ids for a
+/// sequence model), or for text the tokens one-hot encoded and flattened,
+/// (B, block_size · vocabulary) float32.
 /// Example: auto logits = model.forward(kiln::data::model_inputs(batch.x, schema));
 at::Tensor model_inputs(const at::Tensor& x, const DataSchema& schema);
 
+/// Whether the model takes the examples as token ids (text for a sequence model).
+bool takes_tokens(const DataSchema& schema);
+
 /// How many values one example gives the model (the product of model_inputs' shape
-/// past the batch dimension).
+/// past the batch dimension; block_size for a sequence model's tokens).
 int64_t model_input_size(const DataSchema& schema);
 
 /// The format "auto" stands for with these options; throws kiln::InputError when

@@ -7,9 +7,10 @@
 namespace kiln::data {
 
 BatchLoader::BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool shuffle,
-                         uint64_t seed)
-    : x_(std::move(x)), y_(std::move(y)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+                         uint64_t seed, int64_t draws)
+    : x_(std::move(x)), y_(std::move(y)), batch_size_(batch_size), draws_(draws), shuffle_(shuffle), seed_(seed) {
   TORCH_CHECK(batch_size_ > 0, "BatchLoader: batch_size: expected > 0, got ", batch_size_);
+  TORCH_CHECK(draws_ >= 0, "BatchLoader: draws: expected >= 0, got ", draws_);
   TORCH_CHECK(x_.size(0) == y_.size(0), "BatchLoader: x has ", x_.size(0), " examples, y has ",
               y_.size(0));
   TORCH_CHECK(x_.device() == y_.device(), "BatchLoader: x is on ", x_.device(), ", y on ",
@@ -17,18 +18,19 @@ BatchLoader::BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool sh
   set_epoch(0);
 }
 
-int64_t BatchLoader::size() const { return (x_.size(0) + batch_size_ - 1) / batch_size_; }
+int64_t BatchLoader::size() const { return (examples() + batch_size_ - 1) / batch_size_; }
 
 void BatchLoader::set_epoch(int64_t epoch) {
   epoch_ = epoch;
-  if (!shuffle_) {
+  if (!shuffle_ && draws_ == 0) {
     order_ = at::Tensor();
     return;
   }
   // Drawn by the CPU generator whatever the device, so the order is the same on
   // every device (a run checkpointed on CUDA resumes on the CPU with the same batches).
   auto gen = at::make_generator<at::CPUGeneratorImpl>(mix_seed(seed_ ^ mix_seed(static_cast<uint64_t>(epoch))));
-  order_ = at::randperm(x_.size(0), gen, at::TensorOptions().dtype(at::kLong));
+  order_ = draws_ > 0 ? at::randint(x_.size(0), {draws_}, gen, at::TensorOptions().dtype(at::kLong))
+                     : at::randperm(x_.size(0), gen, at::TensorOptions().dtype(at::kLong));
   // The index lives where the data lives: ATen's index_select refuses an index on
   // another device. One copy of the permutation per epoch (8 bytes an example), then
   // every batch is a gather on the device itself. The other design — data on the
@@ -45,7 +47,7 @@ Batch BatchLoader::batch(int64_t index, bool pin_memory) const {
   TORCH_CHECK(!pin_memory || x_.is_cpu(),
               "BatchLoader: pin_memory: expected the data on the CPU, found ", x_.device());
   const int64_t start = index * batch_size_;
-  const int64_t len = std::min(batch_size_, x_.size(0) - start);
+  const int64_t len = std::min(batch_size_, examples() - start);
   const auto idx = order_.defined() ? order_.narrow(0, start, len) : at::Tensor();
   const auto take = [&](const at::Tensor& t) -> at::Tensor {
     if (!pin_memory) return idx.defined() ? t.index_select(0, idx) : t.narrow(0, start, len);

@@ -26,10 +26,15 @@ struct Batch {
 ///          loader.set_epoch(3); for (int64_t i = 0; i < loader.size(); ++i) use(loader.batch(i));
 class BatchLoader {
  public:
-  BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool shuffle, uint64_t seed);
+  /// draws > 0: each epoch draws that many examples uniformly at random, with
+  /// replacement (seeded by (seed, epoch)), instead of a pass over all of them
+  /// (shuffled or in order): random windows of a text, whose pool is every start.
+  BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool shuffle, uint64_t seed,
+              int64_t draws = 0);
   /// Batches per epoch; the last one may be smaller.
   int64_t size() const;
-  int64_t examples() const { return x_.size(0); }
+  /// Examples per epoch.
+  int64_t examples() const { return draws_ > 0 ? draws_ : x_.size(0); }
   /// Where the data lives, and so where batch() gathers.
   c10::Device device() const { return x_.device(); }
   /// Draws the order of epoch `epoch` (a pure function of seed and epoch).
@@ -40,7 +45,7 @@ class BatchLoader {
 
  private:
   at::Tensor x_, y_, order_;
-  int64_t batch_size_;
+  int64_t batch_size_, draws_;
   bool shuffle_;
   uint64_t seed_;
   int64_t epoch_ = 0;

@@ -3,6 +3,8 @@
 // and the vocabulary's JSON.
 #include "data/text.h"
 
+#include <fnmatch.h>
+
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
@@ -123,15 +125,22 @@ void for_each_character(std::string_view text, const std::string& source, F&& f)
   }
 }
 
+// Whether a file name matches one of the shell patterns (fnmatch: * ? [...]).
+bool excluded(const std::string& name, const std::vector<std::string>& patterns) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return ::fnmatch(p.c_str(), name.c_str(), 0) == 0; });
+}
+
 // The files of a folder in sorted path order, hidden names (".x") and what is under
-// them skipped.
-std::vector<std::string> files_under(const std::string& folder) {
+// them skipped, and files whose name matches an `exclude` pattern.
+std::vector<std::string> files_under(const std::string& folder, const std::vector<std::string>& exclude) {
   std::vector<std::string> out;
   for (auto it = fs::recursive_directory_iterator(folder); it != fs::recursive_directory_iterator();
        ++it) {
-    const bool hidden = it->path().filename().string().starts_with(".");
+    const auto name = it->path().filename().string();
+    const bool hidden = name.starts_with(".");
     if (hidden && it->is_directory()) it.disable_recursion_pending();
-    if (!hidden && it->is_regular_file()) out.push_back(it->path().string());
+    if (!hidden && it->is_regular_file() && !excluded(name, exclude)) out.push_back(it->path().string());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -139,14 +148,15 @@ std::vector<std::string> files_under(const std::string& folder) {
 
 }  // namespace
 
-std::string read_text(const std::string& path) {
+std::string read_text(const std::string& path, const std::vector<std::string>& exclude) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) throw InputError(c10::str(path, ": no such file or folder"));
   const bool folder = fs::is_directory(status);
-  const auto paths = folder ? files_under(path) : std::vector<std::string>{path};
+  const auto paths = folder ? files_under(path, exclude) : std::vector<std::string>{path};
   if (paths.empty())
-    throw InputError(c10::str(path, ": no files in this folder (hidden ones are skipped)"));
+    throw InputError(c10::str(path, ": no files in this folder (hidden ones are skipped",
+                              exclude.empty() ? "" : ", and those data.exclude matches", ")"));
   std::string text;
   for (const auto& file : paths) {
     std::string bytes = files::read(file);

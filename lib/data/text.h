@@ -20,9 +20,10 @@ namespace kiln::data {
 /// U+10FFFF, stray continuation bytes or truncated sequences; the error names the file,
 /// the byte offset, the line and the column (1-based, in characters) of the first bad
 /// sequence. A leading byte-order mark (EF BB BF) is dropped. No text at all (an empty
-/// file, a folder of empty or no files) throws kiln::InputError.
-/// Example: const std::string text = kiln::data::read_text("data/shakespeare.txt");
-std::string read_text(const std::string& path);
+/// file, a folder of empty or no files) throws kiln::InputError. In a folder, files whose
+/// name matches one of the shell patterns in `exclude` (fnmatch: * ? [...]) are skipped.
+/// Example: auto text = kiln::data::read_text("/usr/share/games/fortunes", {"*.dat", "*.u8"});
+std::string read_text(const std::string& path, const std::vector<std::string>& exclude = {});
 
 /// Token ids for text. `bytes()`: 256 ids, a byte's id is its value, any text encodes.
 /// `characters(text)`: the sorted distinct Unicode code points of `text` (the training

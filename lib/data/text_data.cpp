@@ -20,12 +20,19 @@ Data text_data(const DataOptions& o, const DataSchema* saved) {
   if (o.stride() < 1) throw InputError(c10::str("data.stride: expected >= 1, found ", o.stride()));
   if (o.vocabulary() != "char" && o.vocabulary() != "byte")
     throw InputError(c10::str("data.vocabulary: expected char or byte, found '", o.vocabulary(), "'"));
-  const std::string train_text = read_text(o.train());
-  const std::string test_text = o.test().empty() ? std::string() : read_text(o.test());
+  if (o.windows() != "strided" && o.windows() != "random")
+    throw InputError(c10::str("data.windows: expected strided or random, found '", o.windows(), "'"));
+  const std::string train_text = read_text(o.train(), o.exclude());
+  const std::string test_text = o.test().empty() ? std::string() : read_text(o.test(), o.exclude());
   Data d;
   DataSchema& s = d.schema;
+  const char* encoding = o.sequence() ? "tokens" : "one_hot";
   if (saved) {
     s = *saved;
+    if (s.transform.value("encoding", "") != encoding)
+      throw InputError(c10::str("data.json: the run's model took text encoded as ",
+                                s.transform.value("encoding", "?"), ", this one takes ", encoding,
+                                " (model.name changed since the run started?)"));
   } else {
     // A character vocabulary is the alphabet of all the text the run reads (a missing
     // character could not be encoded), not a statistic fitted on the training part.
@@ -37,10 +44,10 @@ Data text_data(const DataOptions& o, const DataSchema* saved) {
     s.outputs = vocab.size();
     for (int64_t id = 0; id < vocab.size(); ++id)
       s.classes.push_back(vocab.decode(at::tensor({id}, at::kLong)));
-    s.transform = {{"encoding", "one_hot"},
+    s.transform = {{"encoding", encoding},
                    {"block_size", o.block_size()},
                    {"vocabulary", json::parse(vocab.to_json().dump())}};
-    s.read = {{"stride", o.stride()}};
+    s.read = {{"stride", o.stride()}, {"windows", o.windows()}};
   }
   const auto vocab = Vocabulary::from_json(nlohmann::json::parse(s.transform.at("vocabulary").dump()),
                                            "data.json: transform.vocabulary");
@@ -58,20 +65,31 @@ Data text_data(const DataOptions& o, const DataSchema* saved) {
   } else {
     test_tokens = vocab.encode(test_text);
   }
-  const auto windows = [&](const at::Tensor& tokens, const std::string& what, int64_t limit) {
+  const auto windows = [&](const at::Tensor& tokens, const std::string& what, int64_t stride,
+                           int64_t limit) {
     if (tokens.numel() < block + 1)
       throw InputError(c10::str(what, ": expected at least data.block_size + 1 = ", block + 1,
                                 " tokens, found ", tokens.numel()));
-    const auto w = make_windows(tokens, block, o.stride());
-    Dataset set{w.x, w.next_token};
+    const auto w = make_windows(tokens, block, stride);
+    Dataset set{w.x, o.sequence() ? w.targets : w.next_token};
     if (limit > 0 && limit < set.size()) set = {set.x.narrow(0, 0, limit), set.y.narrow(0, 0, limit)};
     return set;
   };
-  d.train = windows(train_tokens, o.train(), o.train_limit());
-  d.test = windows(test_tokens, o.test().empty() ? c10::str(o.train(), " (its last ", o.test_fraction(),
-                                                            " held out for testing)")
-                                                 : o.test(),
-                   o.test_limit());
+  // Random windows start anywhere: all windows at stride 1 are the pool (views of the
+  // tokens, no copy), and an epoch draws as many as data.stride would make.
+  const bool random = o.windows() == "random";
+  d.train = windows(train_tokens, o.train(), random ? 1 : o.stride(), random ? 0 : o.train_limit());
+  if (random) {
+    const int64_t strided = (train_tokens.numel() - block - 1) / o.stride() + 1;
+    d.train_draws = o.train_limit() > 0 ? std::min(o.train_limit(), strided) : strided;
+  }
+  // A sequence model is scored at every position of a window: windows block_size
+  // apart make each test token a target once.
+  d.test = windows(test_tokens,
+                   o.test().empty() ? c10::str(o.train(), " (its last ", o.test_fraction(),
+                                               " held out for testing)")
+                                    : o.test(),
+                   o.sequence() ? block : o.stride(), o.test_limit());
   return d;
 }
 

@@ -9,12 +9,19 @@
 namespace kiln::nn {
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "deep_mlp", "convnet"};
+  static const std::vector<std::string> names = {"mlp", "deep_mlp", "convnet", "gpt"};
   return names;
 }
 
+bool takes_tokens(const std::string& name) { return name == "gpt"; }
+
 void fit_to_data(ModelSpec& spec, const std::vector<int64_t>& input_shape, int64_t in_features,
-                 int64_t outputs) {
+                 int64_t outputs, bool tokens) {
+  if (takes_tokens(spec.name) && (!tokens || input_shape.size() != 1))
+    throw InputError(c10::str("model.name = \"", spec.name, "\": expected text (data.format = "
+                              "\"text\"), token windows of shape (block_size), found examples of shape ",
+                              c10::IntArrayRef(input_shape)));
+  if (tokens) spec.gpt.block_size(input_shape[0]).vocab_size(outputs);
   spec.mlp.in_features(in_features).out_features(outputs);
   spec.deep_mlp.in_features(in_features).out_features(outputs);
   if (spec.name == "convnet") {
@@ -32,6 +39,7 @@ torch::nn::AnyModule make_model(const ModelSpec& spec) {
   if (spec.name == "mlp") return torch::nn::AnyModule(Mlp(spec.mlp));
   if (spec.name == "deep_mlp") return torch::nn::AnyModule(DeepMlp(spec.deep_mlp));
   if (spec.name == "convnet") return torch::nn::AnyModule(ConvNet(spec.convnet));
+  if (spec.name == "gpt") return torch::nn::AnyModule(Gpt(spec.gpt));
   std::string valid;
   for (const auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
   throw InputError(c10::str("model.name: expected one of ", valid, ", found \"", spec.name, "\""));

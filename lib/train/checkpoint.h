@@ -162,6 +162,12 @@ inline constexpr const char* kSupersededDir = "superseded";
 /// Example: kiln::train::set_aside_after("runs/x", 25);
 int64_t set_aside_after(const std::string& run_dir, int64_t step);
 
+/// The checkpoint a command's CHECKPOINT argument names (kiln export, kiln sample):
+/// itself when it has a manifest, else the newest complete checkpoint of the run
+/// directory it is; anything else throws kiln::InputError saying what was found.
+/// Example: const auto dir = kiln::train::resolve_checkpoint("runs/gpt_char");
+std::string resolve_checkpoint(const std::string& arg);
+
 struct ResumeTarget {
   std::string run_dir;         // the run the checkpoint belongs to
   std::string checkpoint_dir;  // RUN/checkpoints/step_<N>

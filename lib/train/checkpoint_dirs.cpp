@@ -217,4 +217,22 @@ ResumeTarget resolve_resume(const std::string& arg, const std::string& runs_dir)
                                                   : "a file"));
 }
 
+std::string resolve_checkpoint(const std::string& arg) {
+  fs::path p = fs::path(arg).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // "dir/"
+  if (fs::exists(p / layout::kManifest)) return p.string();
+  if (fs::is_directory(p / layout::kCheckpoints)) {
+    if (auto c = latest_checkpoint(p.string())) return *c;
+    throw InputError(c10::str(arg, ": expected a complete checkpoint under ",
+                              layout::kCheckpoints, "/, found none"));
+  }
+  throw InputError(c10::str(arg, ": CHECKPOINT: expected a checkpoint directory (with ",
+                            layout::kManifest, ") or a run directory (with ",
+                            layout::kCheckpoints, "/), found ",
+                            !fs::exists(p)        ? "nothing"
+                            : fs::is_directory(p) ? "a directory with neither"
+                                                  : "a file"));
+}
+
+
 }  // namespace kiln::train

@@ -15,6 +15,14 @@ const std::vector<std::string>& task_metrics(data::Task task) {
   return task == data::Task::kRegression ? regression : classification;
 }
 
+const std::vector<std::string>& schema_metrics(const data::DataSchema& schema) {
+  static const std::vector<std::string> chars = {"accuracy", "bits_per_char"},
+                                        bytes = {"accuracy", "bits_per_byte"};
+  if (schema.format != "text") return task_metrics(schema.task);
+  const auto& vocab = schema.transform.at("vocabulary");
+  return vocab.value("type", "") == "bytes" ? bytes : chars;
+}
+
 bool higher_is_better(const std::string& name) { return name == "accuracy" || name == "r2"; }
 
 EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
@@ -22,7 +30,8 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
                     const at::Device& device, const data::DataSchema& schema) {
   namespace F = torch::nn::functional;
   torch::NoGradGuard no_grad;
-  const int64_t n = x.size(0);
+  const bool text = schema.format == "text";
+  int64_t n = 0;  // examples, or for a sequence model the positions scored
   const bool regression = schema.task == data::Task::kRegression;
   const int64_t k = schema.outputs;
   double loss_sum = 0.0;
@@ -31,11 +40,17 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
   auto hits = at::zeros({k}, at::kDouble), counts = at::zeros({k}, at::kDouble);
   auto sse = at::zeros({k}, at::kDouble), sum_y = at::zeros({k}, at::kDouble),
        sum_y2 = at::zeros({k}, at::kDouble);
-  for (int64_t start = 0; start < n; start += batch_size) {
-    const int64_t len = std::min(batch_size, n - start);
-    const auto xb = x.narrow(0, start, len).to(device);
-    const auto yb = y.narrow(0, start, len).to(device);
-    const auto out = forward(xb).to(at::kFloat);  // (B, k)
+  for (int64_t start = 0; start < x.size(0); start += batch_size) {
+    const int64_t rows = std::min(batch_size, x.size(0) - start);
+    const auto xb = x.narrow(0, start, rows).to(device);
+    auto yb = y.narrow(0, start, rows).to(device);
+    auto out = forward(xb).to(at::kFloat);  // (B, k), or (B, T, k) for a sequence model
+    if (out.dim() == 3) {  // every position is one prediction
+      out = out.reshape({-1, k});
+      yb = yb.reshape(-1);
+    }
+    const int64_t len = out.size(0);
+    n += len;
     if (regression) {
       const auto err = (out - yb).to(at::kDouble);  // (B, k)
       sse += err.square().sum(0).cpu();
@@ -63,8 +78,12 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
     r.metrics["r2"] = r2.mean().item<double>();
   } else {
     r.metrics["accuracy"] = hits.sum().item<double>() / n;
-    const auto per = hits / counts;  // 0/0 = NaN: no example of that class
-    r.per_class_accuracy.assign(per.data_ptr<double>(), per.data_ptr<double>() + k);
+    if (text) {  // the loss in bits per token instead of a table of characters
+      r.metrics[schema_metrics(schema)[1]] = r.loss / std::log(2.0);
+    } else {
+      const auto per = hits / counts;  // 0/0 = NaN: no example of that class
+      r.per_class_accuracy.assign(per.data_ptr<double>(), per.data_ptr<double>() + k);
+    }
   }
   return r;
 }

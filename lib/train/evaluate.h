@@ -14,14 +14,14 @@
 namespace kiln::train {
 
 struct EvalResult {
-  /// Mean cross-entropy (classification) or mean squared error of the standardised
+  /// Mean cross-entropy in nats (classification) or mean squared error of the standardised
   /// targets (regression, the training loss) over all examples.
   double loss = 0.0;
   int64_t examples = 0;
   /// classification: "accuracy" (0..1); regression: "rmse" (the targets' units,
   /// over every target) and "r2" (the mean over targets of 1 − SSE/SST).
   std::map<std::string, double> metrics;
-  /// classification: the accuracy of each class (NaN for a class with no example).
+  /// classification but text: the accuracy of each class (NaN for a class with no example).
   std::vector<double> per_class_accuracy;
 };
 
@@ -29,10 +29,16 @@ struct EvalResult {
 /// first: accuracy; rmse, r2.
 const std::vector<std::string>& task_metrics(data::Task task);
 
+/// The metrics evaluate() gives for a data set: task_metrics(schema.task), and for
+/// text the loss in bits per token too, "bits_per_char" or "bits_per_byte" by the
+/// vocabulary.
+const std::vector<std::string>& schema_metrics(const data::DataSchema& schema);
+
 /// Whether a larger value of metric `name` (loss, accuracy, rmse, r2) is better.
 bool higher_is_better(const std::string& name);
 
-/// forward: (B, …) → (B, outputs). x and y as data::Dataset holds them.
+/// forward: (B, …) → (B, outputs), or (B, T, outputs) for a sequence model whose y
+/// is (B, T): each position counts as an example. x and y as data::Dataset holds them.
 /// Example: evaluate(fwd, test.x, test.y, 1000, device, data.schema)
 EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
                     const at::Tensor& x, const at::Tensor& y, int64_t batch_size,

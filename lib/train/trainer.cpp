@@ -123,7 +123,10 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
       if (j.is_discarded()) throw InputError(c10::str(path, ": expected JSON, found none"));
       saved = data::DataSchema::from_json(j, path);
     }
-  data_ = data::load_data(spec.data, saved ? &*saved : nullptr);
+  // A sequence model (gpt) takes token ids and learns every position's next token.
+  auto data_options = spec.data;
+  data_options.sequence(nn::takes_tokens(spec.model.name));
+  data_ = data::load_data(data_options, saved ? &*saved : nullptr);
   if (opt_.data_on_device()) {
     data_.train.x = data_.train.x.to(device_);  // (N, …)
     data_.train.y = data_.train.y.to(device_);  // (N) class ids or (N, outputs) targets
@@ -143,13 +146,15 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     augment_.emplace(s.size() == 3 ? s : std::vector<int64_t>{1, s[0], s[1]});
     augment_->flip(spec.data.augment_flip()).crop_padding(spec.data.augment_crop()).fill(fill).seed(opt_.seed());
   }
-  loader_.emplace(data_.train.x, data_.train.y, opt_.batch_size(), /*shuffle=*/true, opt_.seed());
+  loader_.emplace(data_.train.x, data_.train.y, opt_.batch_size(), /*shuffle=*/true, opt_.seed(),
+                  data_.train_draws);
   batches_ = loader_->size();
   total_steps_ = opt_.epochs() * batches_;
   if (opt_.max_steps() > 0) total_steps_ = std::min(total_steps_, opt_.max_steps());
 
   auto model_spec = spec.model;
-  nn::fit_to_data(model_spec, schema.input_shape, data::model_input_size(schema), schema.outputs);
+  nn::fit_to_data(model_spec, schema.input_shape, data::model_input_size(schema), schema.outputs,
+                  data::takes_tokens(schema));
   model_ = nn::make_model(model_spec);
   module_ = model_.ptr();
   if (!spec.init_from.empty() && spec.resume_checkpoint.empty()) {
@@ -168,7 +173,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
   best_metric_ = spec.checkpoint.best();
   {
-    const auto& names = task_metrics(schema.task);
+    const auto& names = schema_metrics(schema);
     if (best_metric_ == "auto") best_metric_ = "test_" + names[0];
     std::string valid = "test_loss";
     bool known = best_metric_.empty() || best_metric_ == valid;
@@ -222,9 +227,12 @@ void Run::step(const data::Batch& batch) {
     {
       AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
       const auto out = model_.forward(data::model_inputs(xs[i], data_.schema));
-      part = data_.schema.task == data::Task::kRegression
-                 ? at::mse_loss(out.to(at::kFloat), ys[i])  // standardised targets
-                 : kiln::ops::cross_entropy(out, ys[i]);
+      if (data_.schema.task == data::Task::kRegression)
+        part = at::mse_loss(out.to(at::kFloat), ys[i]);  // standardised targets
+      else if (out.dim() == 3)  // (B, T, V) logits of every position, (B, T) targets
+        part = kiln::ops::cross_entropy(out.reshape({-1, out.size(2)}), ys[i].reshape(-1));
+      else
+        part = kiln::ops::cross_entropy(out, ys[i]);
     }
     probe.forward_done();
     const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
@@ -270,7 +278,7 @@ void Run::evaluate_now() {
   nlohmann::ordered_json line = {{"split", "test"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
                                  {"loss", ev.loss}};
   std::string logged;
-  for (const auto& name : task_metrics(data_.schema.task)) {
+  for (const auto& name : schema_metrics(data_.schema)) {
     line[name] = ev.metrics.at(name);
     logged += c10::str(" test_", name, " ", ev.metrics.at(name));
   }
@@ -346,7 +354,9 @@ TrainResult Run::run() {
   {
     std::ostringstream s;
     s << *module_ << " | " << data_.schema.format << " data, " << data::task_name(data_.schema.task)
-      << ", " << data_.train.size() << " train / " << data_.test.size() << " test examples, "
+      << ", " << data_.train.size() << " train / " << data_.test.size() << " test examples, ";
+    if (data_.train_draws > 0) s << data_.train_draws << " drawn at random per epoch, ";
+    s
       << batches_ << " batches of " << opt_.batch_size() << " per epoch";
     if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
     s << ", " << spec_.optim.name << ", " << plan_.name << ", " << at::get_num_threads()
@@ -396,10 +406,13 @@ TrainResult Run::run() {
                    scaler_.skipped_steps()};
       if (pos_.step % opt_.log_every() == 0) {
         const double window_s = seconds_since(window_start_);
-        metrics_->write({{"split", "train"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
-                         {"loss", loss_}, {"lr", lr}, {"grad_norm", grad_norm_},
-                         {"skipped_steps", scaler_.skipped_steps()},
-                         {"samples_per_s", window_samples_ / std::max(window_s, 1e-9)}});
+        nlohmann::ordered_json line = {{"split", "train"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
+                                       {"loss", loss_}, {"lr", lr}, {"grad_norm", grad_norm_},
+                                       {"skipped_steps", scaler_.skipped_steps()},
+                                       {"samples_per_s", window_samples_ / std::max(window_s, 1e-9)}};
+        if (data::takes_tokens(data_.schema))  // a sequence model learns from every position
+          line["tokens_per_s"] = line["samples_per_s"].get<double>() * data_.schema.input_shape[0];
+        metrics_->write(line);
         window_start_ = Clock::now();
         window_samples_ = 0;
       }

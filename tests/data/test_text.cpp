@@ -4,9 +4,12 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "data/dataset.h"
+#include "data/loader.h"
 #include "data/text.h"
 #include "support.h"
 #include "util/error.h"
@@ -204,4 +207,56 @@ TEST_CASE("make_windows gives every window with its shifted and next-token targe
   w = kiln::data::make_windows(vocab.encode("abcabcabc"), 3, 3);
   REQUIRE(vocab.decode(w.x[1]) == "abc");
   REQUIRE(vocab.decode(w.targets[1]) == "bca");
+}
+
+TEST_CASE("read_text skips a folder's files that data.exclude's patterns match", "[text][data]") {
+  kiln::test::TempDir dir;
+  const std::string corpus = dir / "c";
+  std::filesystem::create_directories(corpus);
+  std::ofstream(corpus + "/b") << "beta";
+  std::ofstream(corpus + "/b.dat") << "\xff binary";
+  std::ofstream(corpus + "/a") << "alpha\n";
+  REQUIRE(kiln::data::read_text(corpus, {"*.dat"}) == "alpha\nbeta");
+  REQUIRE_THAT(text_error(corpus), Catch::Contains("b.dat"));  // without the pattern: not UTF-8
+  REQUIRE_THAT(kiln::test::input_error_of([&] { kiln::data::read_text(corpus, {"*"}); }),
+               Catch::Contains("no files in this folder") && Catch::Contains("data.exclude"));
+}
+
+TEST_CASE("text for a sequence model: every position's target, random windows drawn per epoch",
+          "[text][data]") {
+  kiln::test::TempDir dir;
+  const std::string path = dir / "t.txt";
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += static_cast<char>('a' + i % 26);
+  std::ofstream(path) << text;  // 200 characters: 180 train, 20 test
+  const auto options = kiln::data::DataOptions().format("text").train(path).block_size(8).stride(8)
+                           .test_fraction(0.1).sequence(true).windows("random");
+  const auto d = kiln::data::load_data(options);
+  REQUIRE(d.schema.transform["encoding"] == "tokens");
+  REQUIRE(kiln::data::takes_tokens(d.schema));
+  REQUIRE(kiln::data::model_input_size(d.schema) == 8);
+  REQUIRE(d.train.size() == 180 - 8);            // the pool: a window at every start
+  REQUIRE(d.train_draws == (180 - 8 - 1) / 8 + 1);  // as many as stride 8 makes
+  REQUIRE(d.train.y.sizes() == at::IntArrayRef({d.train.size(), 8}));
+  REQUIRE(at::equal(d.train.y.narrow(1, 0, 7), d.train.x.narrow(1, 1, 7)));  // shifted by one
+  REQUIRE(d.test.size() == 2);  // 20 test tokens, windows 8 apart: each token a target once
+  REQUIRE(d.test.x[1][0].item<int64_t>() == d.test.y[0][7].item<int64_t>());
+  // The loader draws train_draws windows per epoch, the same for the same (seed, epoch).
+  kiln::data::BatchLoader a(d.train.x, d.train.y, 4, true, 3, d.train_draws), b(d.train.x, d.train.y, 4, true, 3, d.train_draws);
+  REQUIRE(a.examples() == d.train_draws);
+  REQUIRE(a.size() == (d.train_draws + 3) / 4);
+  a.set_epoch(2);
+  b.set_epoch(2);
+  REQUIRE(at::equal(a.batch(1).x, b.batch(1).x));
+  b.set_epoch(3);
+  REQUIRE(!at::equal(a.batch(1).x, b.batch(1).x));
+  REQUIRE(a.batch(a.size() - 1).x.size(0) == d.train_draws - 4 * (a.size() - 1));
+  // A saved schema for one-hot windows does not feed a sequence model.
+  auto mlp = kiln::data::load_data(kiln::data::DataOptions(options).sequence(false));
+  REQUIRE_THAT(kiln::test::input_error_of([&] { kiln::data::load_data(options, &mlp.schema); }),
+               Catch::Contains("took text encoded as one_hot, this one takes tokens"));
+  REQUIRE_THAT(kiln::test::input_error_of([&] {
+                 kiln::data::load_data(kiln::data::DataOptions(options).windows("sliding"));
+               }),
+               Catch::Contains("data.windows: expected strided or random, found 'sliding'"));
 }

@@ -1,0 +1,127 @@
+// run_sample(): rebuilds the checkpoint's model from the config and data schema it
+// carries, loads its weights, encodes the prompt and generates.
+#include "sample_command.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/StringUtil.h>
+#include <cxxopts.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "config.h"
+#include "data/text.h"
+#include "nn/generate.h"
+#include "train/checkpoint.h"
+#include "train/device.h"
+#include "train/init_from.h"
+#include "train/trainer.h"
+#include "train_command.h"
+#include "util/error.h"
+
+namespace kiln::app {
+namespace fs = std::filesystem;
+
+int run_sample(const SampleCommand& cmd) {
+  if (cmd.tokens < 1) throw InputError(c10::str("--tokens: expected >= 1, found ", cmd.tokens));
+  if (!(cmd.temperature >= 0.0) || !std::isfinite(cmd.temperature))
+    throw InputError(c10::str("--temperature: expected a number >= 0 (0 = greedy), found ", cmd.temperature));
+  if (cmd.top_k < 0) throw InputError(c10::str("--top-k: expected >= 0 (0 = all), found ", cmd.top_k));
+  if (cmd.threads < 0) throw InputError(c10::str("--threads: expected >= 0, found ", cmd.threads));
+  const std::string checkpoint = train::resolve_checkpoint(cmd.checkpoint);
+  train::verify_checkpoint(checkpoint);
+
+  // The model as the run built it: its config, sized by its data schema.
+  const auto config_text = train::read_checkpoint_file(checkpoint, "config.toml");
+  const auto data_text = train::read_checkpoint_file(checkpoint, train::kDataFile);
+  if (!config_text || !data_text)
+    throw InputError(c10::str(checkpoint, ": expected config.toml and ", train::kDataFile,
+                              " in the checkpoint (written by kiln since the text format), found ",
+                              config_text ? "no " : "no config.toml", data_text ? "" : train::kDataFile));
+  const std::string config_path = (fs::path(checkpoint) / "config.toml").string();
+  const std::string data_path = (fs::path(checkpoint) / train::kDataFile).string();
+  Config config = parse_config(*config_text, config_path);
+  validate(config);
+  const auto json = nlohmann::ordered_json::parse(*data_text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) throw InputError(c10::str(data_path, ": expected JSON, found none"));
+  const auto schema = data::DataSchema::from_json(json, data_path);
+  if (!nn::takes_tokens(config.model.name) || !data::takes_tokens(schema))
+    throw InputError(c10::str(config_path, ": model.name: expected a language model trained on "
+                              "text (gpt), found \"", config.model.name, "\" on ", schema.format, " data"));
+  auto spec = to_run_spec(config).model;
+  nn::fit_to_data(spec, schema.input_shape, data::model_input_size(schema), schema.outputs, true);
+  nn::Gpt model(spec.gpt);
+  train::init_from(*model, checkpoint);
+  const auto device = train::resolve_device(cmd.device);
+  if (cmd.threads > 0) at::set_num_threads(static_cast<int>(cmd.threads));
+  model->to(device);
+  model->eval();
+
+  const auto vocab = data::Vocabulary::from_json(
+      nlohmann::json::parse(schema.transform.at("vocabulary").dump()), data_path + ": transform.vocabulary");
+  const std::string prompt = cmd.prompt.empty() ? "\n" : cmd.prompt;
+  at::Tensor ids;
+  try {
+    ids = vocab.encode(prompt);
+  } catch (const InputError& e) {
+    throw InputError(c10::str("--prompt: ", e.what(), " (the model knows only the ", vocab.size(),
+                              " characters of its training text)"));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto out = nn::generate(*model, ids, nn::GenerateOptions()
+                                                 .tokens(cmd.tokens)
+                                                 .temperature(cmd.temperature)
+                                                 .top_k(cmd.top_k)
+                                                 .seed(cmd.seed)
+                                                 .cache(cmd.cache));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << cmd.prompt << vocab.decode(out) << "\n" << std::flush;
+  std::fprintf(stderr, "kiln: %lld tokens in %.2f s (%.0f tokens/s, %s, %s, step %lld of %s)\n",
+               static_cast<long long>(cmd.tokens), seconds, cmd.tokens / std::max(seconds, 1e-9),
+               cmd.cache ? "key/value cache" : "no cache", device.str().c_str(),
+               static_cast<long long>(train::verify_checkpoint(checkpoint)), checkpoint.c_str());
+  return 0;
+}
+
+int sample_main(int argc, char** argv) {
+  cxxopts::Options options("kiln sample", "Generate text with a trained gpt checkpoint.");
+  options.custom_help("CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]");
+  options.positional_help("");
+  options.add_options()
+      ("checkpoint", "a checkpoint directory, or a run directory (its newest checkpoint)",
+       cxxopts::value<std::string>())
+      ("prompt", "text to continue (default: a new line)", cxxopts::value<std::string>()->default_value(""))
+      ("tokens", "tokens to generate", cxxopts::value<int64_t>()->default_value("200"))
+      ("temperature", "softmax temperature; 0 = always the most likely token",
+       cxxopts::value<double>()->default_value("0.8"))
+      ("top-k", "sample among the K most likely tokens; 0 = all", cxxopts::value<int64_t>()->default_value("0"))
+      ("seed", "seed of the sampling", cxxopts::value<uint64_t>()->default_value("0"))
+      ("no-cache", "recompute the whole context for every token (no key/value cache)")
+      ("device", "cpu, cuda or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))
+      ("threads", "CPU threads; 0 = one per core", cxxopts::value<int64_t>()->default_value("0"))
+      ("h,help", "show this help");
+  options.parse_positional({"checkpoint"});
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help();
+    return 0;
+  }
+  if (!args.count("checkpoint"))
+    throw InputError("CHECKPOINT: expected a checkpoint or run directory (see kiln sample --help)");
+  SampleCommand cmd;
+  cmd.checkpoint = args["checkpoint"].as<std::string>();
+  cmd.prompt = args["prompt"].as<std::string>();
+  cmd.tokens = args["tokens"].as<int64_t>();
+  cmd.temperature = args["temperature"].as<double>();
+  cmd.top_k = args["top-k"].as<int64_t>();
+  cmd.seed = args["seed"].as<uint64_t>();
+  cmd.cache = args.count("no-cache") == 0;
+  cmd.device = args["device"].as<std::string>();
+  cmd.threads = args["threads"].as<int64_t>();
+  return run_sample(cmd);
+}
+
+}  // namespace kiln::app

@@ -1,0 +1,208 @@
+// kiln::nn::Gpt: the blocks, GPT-2's initialisation, the training forward pass
+// and the cached decoding step that generation uses.
+#include "nn/gpt.h"
+
+#include <ATen/ops/layer_norm.h>
+#include <ATen/ops/rms_norm.h>
+#include <ATen/ops/scaled_dot_product_attention.h>
+#include <torch/nn/functional/dropout.h>
+#include <torch/nn/init.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "nn/checkpoint.h"
+#include "ops/ops.h"
+
+namespace kiln::nn {
+namespace {
+
+constexpr double kNormEps = 1e-5;
+constexpr double kInitStd = 0.02;  // GPT-2's
+
+std::optional<at::Tensor> bias_of(const LinearImpl& layer) {
+  return layer.bias.defined() ? std::optional<at::Tensor>(layer.bias) : std::nullopt;
+}
+
+at::Tensor maybe_dropout(const at::Tensor& x, double p, bool training) {
+  if (p == 0.0 || !training) return x;
+  return torch::nn::functional::dropout(
+      x, torch::nn::functional::DropoutFuncOptions().p(p).training(true));
+}
+
+// One pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x)).
+class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
+ public:
+  explicit GptBlockImpl(const GptOptions& o) : options(o) { reset(); }
+
+  void reset() override {
+    const int64_t c = options.width();
+    norm1 = register_module("norm1", Norm(options.norm(), c));
+    attn = register_module("attn", Linear(c, 3 * c));  // q, k, v of every head
+    proj = register_module("proj", Linear(c, c));
+    norm2 = register_module("norm2", Norm(options.norm(), c));
+    fc = register_module("fc", Linear(c, options.mlp_ratio() * c));
+    out = register_module("out", Linear(options.mlp_ratio() * c, c));
+  }
+
+  // x: (B, T, C) → (B, T, C). With a cache, the T positions follow cache->length
+  // earlier ones whose keys and values it holds (layer `layer`'s slot).
+  at::Tensor forward(const at::Tensor& x, KvCache* cache = nullptr, size_t layer = 0) {
+    const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
+    const int64_t heads = options.heads(), d = c / heads;
+    const double p = is_training() ? options.dropout() : 0.0;
+    // (B·T, 3C) → (3, B, heads, T, d)
+    const auto qkv = kiln::ops::linear(norm1->forward(x).reshape({b * t, c}), attn->weight, bias_of(*attn))
+                         .view({b, t, 3, heads, d})
+                         .permute({2, 0, 3, 1, 4});
+    auto q = qkv[0], k = qkv[1], v = qkv[2];  // (B, heads, T, d)
+    bool causal = true;
+    if (cache) {
+      if (cache->keys.size() <= layer) {
+        cache->keys.push_back(at::empty({b, heads, options.block_size(), d}, k.options()));
+        cache->values.push_back(at::empty({b, heads, options.block_size(), d}, v.options()));
+      }
+      const int64_t past = cache->length;
+      cache->keys[layer].narrow(2, past, t).copy_(k);
+      cache->values[layer].narrow(2, past, t).copy_(v);
+      k = cache->keys[layer].narrow(2, 0, past + t);    // (B, heads, past + T, d)
+      v = cache->values[layer].narrow(2, 0, past + t);
+      causal = past == 0 && t > 1;  // one new query sees every position held
+    }
+    auto a = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, causal);  // (B, heads, T, d)
+    a = a.transpose(1, 2).reshape({b * t, c});
+    a = maybe_dropout(proj->forward(a), p, is_training()).view({b, t, c});
+    auto y = kiln::ops::scaled_add(a, x, 1.0);  // the residual stream
+    auto m = kiln::ops::linear_gelu(norm2->forward(y).reshape({b * t, c}), fc->weight, bias_of(*fc));
+    m = maybe_dropout(out->forward(m), p, is_training()).view({b, t, c});
+    return kiln::ops::scaled_add(m, y, 1.0);
+  }
+
+  GptOptions options;
+  Norm norm1{nullptr}, norm2{nullptr};
+  Linear attn{nullptr}, proj{nullptr}, fc{nullptr}, out{nullptr};
+};
+TORCH_MODULE(GptBlock);
+
+}  // namespace
+
+const std::vector<std::string>& gpt_norms() {
+  static const std::vector<std::string> names = {"layernorm", "rmsnorm"};
+  return names;
+}
+
+void NormImpl::reset() {
+  TORCH_CHECK(kind == "layernorm" || kind == "rmsnorm", "Norm: expected layernorm or rmsnorm, got \"",
+              kind, "\"");
+  weight = register_parameter("weight", at::ones({width}));
+  if (kind == "layernorm") bias = register_parameter("bias", at::zeros({width}));
+}
+
+torch::Tensor NormImpl::forward(const torch::Tensor& x) {
+  if (kind == "rmsnorm") return at::rms_norm(x, {width}, weight, kNormEps);
+  return at::layer_norm(x, {width}, weight, bias, kNormEps);
+}
+
+GptImpl::GptImpl(GptOptions options_) : options(std::move(options_)) {
+  TORCH_CHECK(options.vocab_size() > 0, "Gpt: vocab_size: expected > 0, got ", options.vocab_size());
+  TORCH_CHECK(options.block_size() > 0, "Gpt: block_size: expected > 0, got ", options.block_size());
+  TORCH_CHECK(options.layers() >= 1, "Gpt: layers: expected >= 1, got ", options.layers());
+  TORCH_CHECK(options.heads() >= 1 && options.width() >= 1 && options.width() % options.heads() == 0,
+              "Gpt: width: expected a positive multiple of heads (", options.heads(), "), got ",
+              options.width());
+  TORCH_CHECK(options.mlp_ratio() >= 1, "Gpt: mlp_ratio: expected >= 1, got ", options.mlp_ratio());
+  const auto& norms = gpt_norms();
+  TORCH_CHECK(std::find(norms.begin(), norms.end(), options.norm()) != norms.end(),
+              "Gpt: norm: expected layernorm or rmsnorm, got \"", options.norm(), "\"");
+  TORCH_CHECK(options.dropout() >= 0.0 && options.dropout() < 1.0,
+              "Gpt: dropout: expected a probability in [0, 1), got ", options.dropout());
+  TORCH_CHECK(options.checkpoint_every() >= 0,
+              "Gpt: checkpoint_every: expected >= 0 (0 = off), got ", options.checkpoint_every());
+  reset();
+}
+
+void GptImpl::reset() {
+  const int64_t c = options.width();
+  token_embedding_ = register_module("token_embedding", torch::nn::Embedding(options.vocab_size(), c));
+  position_embedding_ = register_module("position_embedding", torch::nn::Embedding(options.block_size(), c));
+  blocks_ = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.layers(); ++i) blocks_->push_back(GptBlock(options));
+  norm_ = register_module("norm", Norm(options.norm(), c));
+  if (!options.tie_embeddings())
+    head_ = register_module("head", Linear(LinearOptions(c, options.vocab_size()).bias(false)));
+  reset_parameters();
+}
+
+void GptImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  // The projections that write into the residual stream are scaled down by the
+  // number of them (2 per block), so the stream's variance does not grow with depth.
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(options.layers()));
+  token_embedding_->weight.normal_(0.0, kInitStd);
+  position_embedding_->weight.normal_(0.0, kInitStd);
+  for (auto& module : *blocks_) {
+    auto& block = *module->as<GptBlockImpl>();
+    for (auto* layer : {block.attn.get(), block.proj.get(), block.fc.get(), block.out.get()}) {
+      const bool residual = layer == block.proj.get() || layer == block.out.get();
+      layer->weight.normal_(0.0, residual ? residual_std : kInitStd);
+      layer->bias.zero_();
+    }
+  }
+  if (head_) head_->weight.normal_(0.0, kInitStd);
+}
+
+torch::Tensor GptImpl::forward(torch::Tensor tokens) {
+  TORCH_CHECK(tokens.dim() == 2, "Gpt: expected tokens (B, T), got ", tokens.sizes());
+  const int64_t b = tokens.size(0), t = tokens.size(1), c = options.width();
+  TORCH_CHECK(t >= 1 && t <= options.block_size(), "Gpt: expected 1..", options.block_size(),
+              " positions (block_size), got ", t);
+  const auto positions = at::arange(t, tokens.options().dtype(at::kLong));
+  auto x = token_embedding_->forward(tokens) + position_embedding_->forward(positions);  // (B, T, C)
+  x = maybe_dropout(x, options.dropout(), is_training());
+  const int64_t n = options.layers(), every = options.checkpoint_every();
+  for (int64_t begin = 0; begin < n; begin += every > 0 ? every : n) {
+    const int64_t end = every > 0 ? std::min(n, begin + every) : n;
+    auto run = [blocks = blocks_, begin, end](const at::Tensor& h) mutable {
+      at::Tensor y = h;
+      for (int64_t i = begin; i < end; ++i) y = blocks[i]->as<GptBlockImpl>()->forward(y);
+      return y;
+    };
+    x = every > 0 ? checkpoint(run, x) : run(x);
+  }
+  x = norm_->forward(x).reshape({b * t, c});
+  const auto& w = head_ ? head_->weight : token_embedding_->weight;  // (V, C)
+  return kiln::ops::linear(x, w, std::nullopt).view({b, t, options.vocab_size()});
+}
+
+torch::Tensor GptImpl::decode(const torch::Tensor& tokens, KvCache& cache) {
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(!is_training(), "Gpt::decode: expected eval mode");
+  TORCH_CHECK(tokens.dim() == 2, "Gpt::decode: expected tokens (B, T), got ", tokens.sizes());
+  const int64_t t = tokens.size(1);
+  TORCH_CHECK(cache.length == 0 || t == 1, "Gpt::decode: a filled cache takes one token a call, got ", t);
+  TORCH_CHECK(cache.length + t <= options.block_size(), "Gpt::decode: ", cache.length, " + ", t,
+              " positions pass block_size ", options.block_size());
+  const auto positions = at::arange(cache.length, cache.length + t, tokens.options().dtype(at::kLong));
+  auto x = token_embedding_->forward(tokens) + position_embedding_->forward(positions);  // (B, T, C)
+  for (size_t i = 0; i < blocks_->size(); ++i) x = blocks_[i]->as<GptBlockImpl>()->forward(x, &cache, i);
+  cache.length += t;
+  x = norm_->forward(x.select(1, t - 1));  // (B, C): only the last position predicts
+  const auto& w = head_ ? head_->weight : token_embedding_->weight;
+  return kiln::ops::linear(x, w, std::nullopt);  // (B, V)
+}
+
+void GptImpl::pretty_print(std::ostream& stream) const {
+  stream << "kiln::nn::Gpt(vocab=" << options.vocab_size() << ", block=" << options.block_size()
+         << ", layers=" << options.layers() << ", width=" << options.width() << ", heads="
+         << options.heads() << ", norm=" << options.norm() << ", dropout=" << options.dropout()
+         << (options.tie_embeddings() ? ", tied" : "")
+         << (options.checkpoint_every() ? c10::str(", checkpoint_every=", options.checkpoint_every()) : "")
+         << ")";
+}
+
+std::vector<std::string> GptImpl::head_parameters() const {
+  return parameter_names_of(*this, head_ ? static_cast<const torch::nn::Module&>(*head_)
+                                         : static_cast<const torch::nn::Module&>(*token_embedding_));
+}
+
+}  // namespace kiln::nn

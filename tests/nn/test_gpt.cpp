@@ -1,0 +1,220 @@
+// kiln::nn::Gpt: causal logits, GPT-2's initialisation, the key/value cache against
+// the full forward pass, generation with and without the cache, checkpointed blocks;
+// and a character GPT trained from config on text the test writes: bits per
+// character, random windows, resume bit for bit, bf16/fp16, `kiln sample`.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "nn/factory.h"
+#include "nn/generate.h"
+#include "nn/gpt.h"
+#include "run_files.h"
+#include "sample_command.h"
+#include "support.h"
+#include "train/checkpoint.h"
+#include "util/error.h"
+
+namespace {
+
+kiln::nn::Gpt small_gpt(int64_t checkpoint_every = 0, const std::string& norm = "layernorm") {
+  torch::manual_seed(0);
+  return kiln::nn::Gpt(kiln::nn::GptOptions(11, 16).layers(3).width(24).heads(3).norm(norm).checkpoint_every(
+      checkpoint_every));
+}
+
+}  // namespace
+
+TEST_CASE("Gpt: logits (B, T, V), causal: a position never sees a later token", "[nn][gpt]") {
+  for (const std::string norm : {"layernorm", "rmsnorm"}) {
+    auto gpt = small_gpt(0, norm);
+    gpt->eval();
+    auto tokens = torch::randint(11, {2, 16}, torch::kLong);
+    const auto a = gpt->forward(tokens);
+    REQUIRE(a.sizes() == at::IntArrayRef({2, 16, 11}));
+    tokens[0][9] = (tokens[0][9].item<int64_t>() + 1) % 11;  // change position 9 of row 0
+    const auto b = gpt->forward(tokens);
+    REQUIRE(at::equal(a.narrow(1, 0, 9), b.narrow(1, 0, 9)));  // positions before it: the same
+    REQUIRE(!at::allclose(a[0].narrow(0, 9, 7), b[0].narrow(0, 9, 7)));
+    REQUIRE(at::equal(a[1], b[1]));  // the other row
+    REQUIRE_THROWS_WITH(gpt->forward(torch::zeros({1, 17}, torch::kLong)),
+                        Catch::Contains("expected 1..16 positions (block_size), got 17"));
+  }
+}
+
+TEST_CASE("Gpt: GPT-2 initialisation, tied head, parameter names", "[nn][gpt]") {
+  torch::manual_seed(0);
+  kiln::nn::Gpt gpt(kiln::nn::GptOptions(50, 64).layers(8).width(256).heads(4));
+  const auto params = gpt->named_parameters();
+  const double residual = 0.02 / std::sqrt(16.0);
+  CHECK(params["blocks.0.attn.weight"].std().item<double>() == Approx(0.02).epsilon(0.03));
+  CHECK(params["blocks.3.proj.weight"].std().item<double>() == Approx(residual).epsilon(0.03));
+  CHECK(params["blocks.7.out.weight"].std().item<double>() == Approx(residual).epsilon(0.03));
+  CHECK(params["token_embedding.weight"].std().item<double>() == Approx(0.02).epsilon(0.03));
+  CHECK(at::equal(params["blocks.2.fc.bias"], torch::zeros({1024})));
+  CHECK(at::equal(params["norm.weight"], torch::ones({256})));
+  CHECK(!params.contains("head.weight"));  // tied: the token embedding is the head
+  CHECK(gpt->head_parameters() == std::vector<std::string>{"token_embedding.weight"});
+  kiln::nn::Gpt untied(kiln::nn::GptOptions(50, 64).layers(1).width(32).heads(4).tie_embeddings(false));
+  CHECK(untied->head_parameters() == std::vector<std::string>{"head.weight"});
+  CHECK_THROWS_WITH(kiln::nn::Gpt(kiln::nn::GptOptions(50, 64).width(30).heads(4)),
+                    Catch::Contains("width: expected a positive multiple of heads (4), got 30"));
+}
+
+TEST_CASE("Gpt: the key/value cache gives the full forward pass's logits", "[nn][gpt]") {
+  auto gpt = small_gpt();
+  gpt->eval();
+  const auto tokens = torch::randint(11, {2, 12}, torch::kLong);
+  const auto full = gpt->forward(tokens);  // (2, 12, 11)
+  kiln::nn::KvCache cache;
+  auto last = gpt->decode(tokens.narrow(1, 0, 5), cache);  // a 5-token prefill
+  REQUIRE(cache.length == 5);
+  CHECK(kiln::test::all_close(last, full.select(1, 4), 1e-5, 1e-5).ok);
+  for (int64_t t = 5; t < 12; ++t) {
+    last = gpt->decode(tokens.narrow(1, t, 1), cache);
+    INFO("position " << t);
+    CHECK(kiln::test::all_close(last, full.select(1, t), 1e-5, 1e-5).ok);
+  }
+  REQUIRE_THROWS_WITH(gpt->decode(tokens.narrow(1, 0, 2), cache),
+                      Catch::Contains("a filled cache takes one token a call, got 2"));
+}
+
+TEST_CASE("generate: the cache gives the same tokens at temperature 0, past block_size too", "[nn][gpt]") {
+  auto gpt = small_gpt();
+  const auto prompt = torch::tensor({3, 1, 4}, torch::kLong);
+  using kiln::nn::GenerateOptions;
+  const auto cached = kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(40).temperature(0));
+  const auto plain = kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(40).temperature(0).cache(false));
+  REQUIRE(cached.numel() == 40);  // the context (16) slides twice
+  REQUIRE(at::equal(cached, plain));
+  // Sampling: seeded, the same with or without the cache, and top-k 1 is greedy.
+  const auto s1 = kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(30).seed(7));
+  const auto s2 = kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(30).seed(7).cache(false));
+  REQUIRE(at::equal(s1, s2));
+  REQUIRE(!at::equal(s1, kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(30).seed(8))));
+  REQUIRE(at::equal(kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(40).top_k(1)), cached));
+  REQUIRE(gpt->is_training());  // generate puts the mode back
+}
+
+TEST_CASE("Gpt: checkpointed blocks give the same outputs and gradients", "[nn][gpt]") {
+  auto plain = small_gpt(0);
+  auto checkpointed = small_gpt(2);
+  plain->options.dropout(0.1);
+  checkpointed->options.dropout(0.1);
+  const auto tokens = torch::randint(11, {2, 16}, torch::kLong);
+  torch::manual_seed(5);
+  const auto a = plain->forward(tokens);
+  a.square().sum().backward();
+  torch::manual_seed(5);
+  const auto b = checkpointed->forward(tokens);
+  b.square().sum().backward();
+  REQUIRE(at::equal(a, b));  // the same dropout masks: the recomputation replays the generator
+  const auto pa = plain->named_parameters(), pb = checkpointed->named_parameters();
+  for (const auto& p : pa) {
+    INFO(p.key());
+    REQUIRE(kiln::test::all_close(pb[p.key()].grad(), p.value().grad(), 1e-5, 1e-6).ok);
+  }
+}
+
+namespace {
+
+// A small corpus with structure to learn: repeated sentences.
+std::string write_corpus(const kiln::test::TempDir& dir) {
+  const std::string path = dir / "corpus";
+  std::filesystem::create_directories(path);
+  std::ofstream text(path + "/a.txt");
+  for (int i = 0; i < 300; ++i) text << "the cat sat on the mat. " << (i % 7 == 0 ? "a dog ran.\n" : "");
+  std::ofstream(path + "/skip.dat") << "\xff\xfe not text";  // data.exclude skips it
+  return path;
+}
+
+std::vector<std::string> gpt_overrides(const std::string& corpus) {
+  return {"data.format=text",   "data.train=" + corpus, "data.exclude=[\"*.dat\"]",
+          "data.block_size=16", "data.stride=16",       "data.windows=random",
+          "data.test_fraction=0.1", "model.name=gpt",   "model.blocks=2",
+          "model.embed=32",     "model.heads=4",        "optim.lr=3e-3",
+          "train.batch_size=16", "train.epochs=3",      "train.threads=1",
+          "train.eval_batch_size=8"};
+}
+
+nlohmann::json last_test_line(const std::string& run) {
+  nlohmann::json last;
+  for (const auto& l : kiln::test::read_metrics(run))
+    if (l["split"] == "test") last = l;
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE("Gpt trains from config on text: bits per character fall, random windows resume bit for bit",
+          "[train][gpt]") {
+  kiln::test::TempDir dir;
+  const auto corpus = write_corpus(dir);
+  const auto common = gpt_overrides(corpus);
+  REQUIRE(kiln::test::train("configs/tiny.toml", dir / "straight", common) == 0);
+  const auto last = last_test_line(dir / "straight");
+  INFO(last.dump());
+  // 14 distinct characters: a uniform guess is log2(14) = 3.8 bits; the text repeats.
+  REQUIRE(last["bits_per_char"].get<double>() < 2.0);
+  REQUIRE(last["bits_per_char"].get<double>() == Approx(last["loss"].get<double>() / std::log(2.0)));
+  bool has_tokens_per_s = false;
+  for (const auto& l : kiln::test::read_metrics(dir / "straight"))
+    has_tokens_per_s = has_tokens_per_s || l.contains("tokens_per_s");
+  REQUIRE(has_tokens_per_s);
+
+  auto stopped = common;
+  stopped.push_back("train.max_steps=5");  // mid-epoch (the corpus gives 8 batches an epoch)
+  REQUIRE(kiln::test::train("configs/tiny.toml", dir / "resumed", stopped) == 0);
+  REQUIRE(kiln::test::train("", "", {"train.max_steps=0"}, dir / "resumed") == 0);
+  const auto a = kiln::test::checkpoint_weights(*kiln::train::latest_checkpoint(dir / "straight"));
+  const auto b = kiln::test::checkpoint_weights(*kiln::train::latest_checkpoint(dir / "resumed"));
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first);
+    REQUIRE(at::equal(a[i].second, b[i].second));
+  }
+
+  // kiln sample continues a prompt with the run's own vocabulary.
+  kiln::app::SampleCommand cmd;
+  cmd.checkpoint = dir / "straight";
+  cmd.prompt = "the cat ";
+  cmd.tokens = 20;
+  cmd.temperature = 0;
+  REQUIRE(kiln::app::run_sample(cmd) == 0);
+  cmd.prompt = "the cat?";  // '?' is not in the corpus
+  REQUIRE_THAT(kiln::test::input_error_of([&] { kiln::app::run_sample(cmd); }),
+               Catch::Contains("--prompt") && Catch::Contains("U+003F"));
+}
+
+TEST_CASE("Gpt trains in bf16 and fp16 autocast and with checkpointed blocks", "[train][gpt]") {
+  kiln::test::TempDir dir;
+  const auto corpus = write_corpus(dir);
+  for (const std::string extra : {"train.precision=bf16", "train.precision=fp16", "model.checkpoint_every=1"}) {
+    auto o = gpt_overrides(corpus);
+    o.push_back(extra);
+    o.push_back("train.epochs=1");
+    const auto run = dir / ("run_" + std::to_string(std::hash<std::string>{}(extra)));
+    INFO(extra);
+    REQUIRE(kiln::test::train("configs/tiny.toml", run, o) == 0);
+    const auto last = last_test_line(run);
+    REQUIRE(std::isfinite(last["bits_per_char"].get<double>()));
+    REQUIRE(last["bits_per_char"].get<double>() < std::log2(14.0));
+  }
+}
+
+TEST_CASE("a GPT needs text; kiln sample needs a GPT", "[train][gpt]") {
+  kiln::test::TempDir dir;
+  REQUIRE_THAT(kiln::test::input_error_of([&] {
+                 kiln::test::train("configs/tiny.toml", dir / "img", {"model.name=gpt", "train.max_steps=1"});
+               }),
+               Catch::Contains("model.name = \"gpt\": expected text (data.format = \"text\")"));
+  REQUIRE(kiln::test::train("configs/tiny.toml", dir / "mlp", {"train.max_steps=2"}) == 0);
+  kiln::app::SampleCommand cmd;
+  cmd.checkpoint = dir / "mlp";
+  REQUIRE_THAT(kiln::test::input_error_of([&] { kiln::app::run_sample(cmd); }),
+               Catch::Contains("model.name: expected a language model trained on text (gpt), found \"mlp\""));
+  cmd.checkpoint = dir / "none";
+  REQUIRE_THAT(kiln::test::input_error_of([&] { kiln::app::run_sample(cmd); }),
+               Catch::Contains("expected a checkpoint directory"));
+}
