@@ -1,0 +1,59 @@
+"""What both Python twins share: the command line, kiln's cosine schedule, the timed
+loop and the one JSON line each prints (benchmarks/twins/run.sh reads it)."""
+import argparse
+import json
+import math
+import time
+
+import torch
+
+
+def parse_args(description, batch_size):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--batch-size", type=int, default=batch_size, help=f"examples per step (default {batch_size})")
+    p.add_argument("--steps", type=int, default=40, help="timed steps (default 40)")
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps first, as kiln's first log window (default 10)")
+    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2, kiln's train.threads)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shapes", action="store_true",
+                   help="print the state dict's {name: shape} as JSON and exit (run.sh checks it against kiln's checkpoint)")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    return args
+
+
+def cosine_schedule(optimizer, warmup_steps, total_steps, min_ratio=0.0):
+    """kiln's `schedule.name = "cosine"`: linear warm-up to lr over warmup_steps, then
+    half a cosine down to min_ratio·lr at total_steps."""
+    def factor(step):
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def print_shapes(model):
+    print(json.dumps({name: list(t.shape) for name, t in model.state_dict().items()}))
+
+
+def time_steps(step, args):
+    """Runs step() args.warmup times untimed, then args.steps times timed; returns
+    milliseconds per timed step. step() must do all a kiln training step does: fetch
+    the batch, zero_grad, forward, loss, backward, (clip), optimizer and schedule step."""
+    for _ in range(args.warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    return (time.perf_counter() - start) * 1000.0 / args.steps
+
+
+def report(model_name, args, ms, parameters, tokens_per_step=None):
+    line = {"model": model_name, "batch_size": args.batch_size, "steps": args.steps, "warmup": args.warmup,
+            "threads": torch.get_num_threads(), "parameters": parameters, "torch": torch.__version__,
+            "ms_per_step": ms, "steps_per_s": 1000.0 / ms}
+    if tokens_per_step is not None:
+        line["tokens_per_s"] = tokens_per_step * 1000.0 / ms
+    print(json.dumps(line))
