@@ -78,6 +78,8 @@ class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
     return kiln::ops::scaled_add(m, y, 1.0);
   }
 
+  void pretty_print(std::ostream& stream) const override { stream << "kiln::nn::GptBlock"; }
+
   GptOptions options;
   Norm norm1{nullptr}, norm2{nullptr};
   Linear attn{nullptr}, proj{nullptr}, fc{nullptr}, out{nullptr};
@@ -101,6 +103,10 @@ void NormImpl::reset() {
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   if (kind == "rmsnorm") return at::rms_norm(x, {width}, weight, kNormEps);
   return at::layer_norm(x, {width}, weight, bias, kNormEps);
+}
+
+void NormImpl::pretty_print(std::ostream& stream) const {
+  stream << "kiln::nn::Norm(" << kind << ", " << width << ")";
 }
 
 GptImpl::GptImpl(GptOptions options_) : options(std::move(options_)) {

@@ -50,6 +50,7 @@ class NormImpl : public torch::nn::Cloneable<NormImpl> {
   NormImpl(std::string kind, int64_t width) : kind(std::move(kind)), width(width) { reset(); }
   void reset() override;
   torch::Tensor forward(const torch::Tensor& x);
+  void pretty_print(std::ostream& stream) const override;
 
   std::string kind;
   int64_t width;

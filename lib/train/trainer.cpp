@@ -353,7 +353,9 @@ TrainResult Run::run() {
   }
   {
     std::ostringstream s;
-    s << *module_ << " | " << data_.schema.format << " data, " << data::task_name(data_.schema.task)
+    int64_t parameters = 0;
+    for (const auto& p : module_->parameters()) parameters += p.numel();
+    s << *module_ << " | " << parameters << " parameters, " << data_.schema.format << " data, " << data::task_name(data_.schema.task)
       << ", " << data_.train.size() << " train / " << data_.test.size() << " test examples, ";
     if (data_.train_draws > 0) s << data_.train_draws << " drawn at random per epoch, ";
     s

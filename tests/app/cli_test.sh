@@ -201,5 +201,21 @@ done
 # A CSV run with missing values dropped trains and names its classes.
 expect 0 "test accuracy by class:  p ([0-9.]+%|-)  q ([0-9.]+%|-)" -- train configs/tiny.toml --set data.train="$tmp/missing.csv" --set data.label=y --set data.missing=drop --set data.test_fraction=0.5 --run-dir "$tmp/csvok"
 
+# kiln sample: a small GPT on a text the test writes, then text from its checkpoint.
+mkdir -p "$tmp/corpus"
+for i in $(seq 200); do printf 'the cat sat on the mat. '; done > "$tmp/corpus/a.txt"
+expect 0 "final test accuracy" -- train configs/tiny.toml --run-dir "$tmp/gpt" --set data.format=text \
+  --set data.train="$tmp/corpus" --set data.block_size=16 --set data.stride=16 --set data.windows=random \
+  --set model.name=gpt --set model.blocks=1 --set model.embed=16 --set model.heads=2 --set train.epochs=1
+expect 0 "kiln: 20 tokens in .* key/value cache" -- sample "$tmp/gpt" --prompt "the " --tokens 20 --temperature 0
+expect 0 "no cache" -- sample "$tmp/gpt" --prompt "the " --tokens 20 --no-cache
+expect 2 "\-\-prompt: .*U\+0051" -- sample "$tmp/gpt" --prompt "Q"
+expect 2 "\-\-temperature: expected a number >= 0" -- sample "$tmp/gpt" --temperature -1
+expect 2 "\-\-tokens: expected >= 1, found 0" -- sample "$tmp/gpt" --tokens 0
+expect 2 "model.name: expected a language model trained on text \(gpt\), found \"mlp\"" -- sample "$tmp/run"
+expect 2 "CHECKPOINT: expected a checkpoint directory" -- sample "$tmp/nowhere"
+expect 2 "model.embed: expected a multiple of model.heads \(6\), found 100" -- train configs/gpt_char.toml --set model.embed=100
+expect 2 "model.name = \"gpt\": expected text" -- train configs/tiny.toml --set model.name=gpt --run-dir "$tmp/gpt_img"
+
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
