@@ -36,6 +36,7 @@ TEST_CASE("head_parameters answers for every model make_model builds", "[nn][hea
     spec.name = name;
     spec.mlp = kiln::nn::MlpOptions(8, {4}, 3);
     spec.deep_mlp = kiln::nn::DeepMlpOptions(8, 3).layers(2).width(4);
+    spec.dynamic_mlp = kiln::nn::DynamicMlpOptions(8, 3).max_depth(2).width(4);
     spec.convnet = kiln::nn::ConvNetOptions({1, 4, 2}, 3).channels({2}).pool_after({}).hidden(4);
     const auto model = kiln::nn::make_model(spec);
     const auto head = kiln::nn::head_parameters(*model.ptr());
