@@ -60,14 +60,26 @@ void for_each_key(C& c, V&& v) {
     "images: pad each training image by N pixels and crop back at a random offset; 0 = off");
   v("data", "train_limit", c.data.train_limit, "use the first N training examples; 0 = all");
   v("data", "test_limit", c.data.test_limit, "use the first N test examples; 0 = all");
-  v("model", "name", c.model.name, "model to build: mlp, deep_mlp, convnet or gpt");
+  v("model", "name", c.model.name, "model to build: mlp, deep_mlp, dynamic_mlp, convnet or gpt");
   v("model", "hidden", c.model.hidden, "mlp: hidden layer widths");
   v("model", "dropout", c.model.dropout, "dropout after each hidden activation, in [0, 1)");
-  v("model", "depth", c.model.depth, "deep_mlp: number of hidden layers");
-  v("model", "width", c.model.width, "deep_mlp: width of every hidden layer");
-  v("model", "activation", c.model.activation, "deep_mlp: relu or gelu");
+  v("model", "depth", c.model.depth,
+    "deep_mlp: number of hidden layers; dynamic_mlp: the most hidden layers a forward call runs");
+  v("model", "min_depth", c.model.min_depth,
+    "dynamic_mlp: the fewest hidden layers a training step draws, and the first depth evaluated at the end");
+  v("model", "depth_sampling", c.model.depth_sampling,
+    "dynamic_mlp: fixed (every step runs model.depth layers) or uniform (each step draws its depth "
+    "from min_depth..depth, seeded by train.seed)");
+  v("model", "residual", c.model.residual, "dynamic_mlp: add each hidden layer's input to its output");
+  v("model", "width", c.model.width, "deep_mlp, dynamic_mlp: width of every hidden layer");
+  v("model", "activation", c.model.activation,
+    "every model's hidden activation: relu, gelu (fused into the Linear before it) or sigmoid");
+  v("model", "sigmoid_beta", c.model.sigmoid_beta,
+    "sigmoid: the steepness beta of 1/(1+exp(-beta*x)), > 0");
+  v("model", "sigmoid_grad_clip", c.model.sigmoid_grad_clip,
+    "sigmoid: clamp its local derivative to +-this in backward; 0 = no clamp");
   v("model", "checkpoint_every", c.model.checkpoint_every,
-    "deep_mlp: layers, gpt: blocks per activation-checkpointed segment; 0 = off");
+    "deep_mlp, dynamic_mlp: layers, gpt: blocks per activation-checkpointed segment; 0 = off");
   v("model", "channels", c.model.channels,
     "convnet: output channels of each 3x3 conv-batchnorm-relu block");
   v("model", "pool_after", c.model.pool_after, "convnet: blocks (1-based) followed by a 2x2 max-pool");
@@ -438,6 +450,11 @@ void validate(const Config& c) {
            std::to_string(p));
   non_negative("model.head", c.model.head);
   positive("model.width", c.model.width);
+  non_negative("model.min_depth", c.model.min_depth);
+  if (c.model.min_depth > c.model.depth)
+    fail("model.min_depth", "an integer <= model.depth (" + std::to_string(c.model.depth) + ")",
+         std::to_string(c.model.min_depth));
+  one_of("model.depth_sampling", c.model.depth_sampling, kiln::nn::depth_samplings());
   non_negative("model.checkpoint_every", c.model.checkpoint_every);
   one_of("data.windows", c.data.windows, {"strided", "random"});
   positive("model.blocks", c.model.blocks);
@@ -448,7 +465,10 @@ void validate(const Config& c) {
          std::to_string(c.model.embed));
   positive("model.mlp_ratio", c.model.mlp_ratio);
   one_of("model.norm", c.model.norm, kiln::nn::gpt_norms());
-  one_of("model.activation", c.model.activation, kiln::nn::deep_mlp_activations());
+  one_of("model.activation", c.model.activation, kiln::nn::activation_names());
+  in_range("model.sigmoid_beta", c.model.sigmoid_beta, 0, true, kInf, true, "a finite number > 0");
+  in_range("model.sigmoid_grad_clip", c.model.sigmoid_grad_clip, 0, false, kInf, true,
+           "a finite number >= 0 (0 = no clamp)");
   one_of("optim.name", c.optim.name, kiln::optim::optimizer_names());
   const auto& o = c.optim;  // unset keys are the optimizer's defaults, valid by construction
   if (o.lr) in_range("optim.lr", *o.lr, 0, true, kInf, true, "a number > 0");

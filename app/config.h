@@ -47,9 +47,14 @@ struct Config {
     std::vector<int64_t> hidden = {512, 256};
     double dropout = 0.0;
     int64_t depth = 50;
+    int64_t min_depth = 1;
     int64_t width = 1024;
+    std::string depth_sampling = "fixed";
+    bool residual = true;
     int64_t checkpoint_every = 0;
     std::string activation = "relu";
+    double sigmoid_beta = 1.0;
+    double sigmoid_grad_clip = 0.0;
     std::string init_from;
     std::vector<int64_t> channels = {32, 32, 64, 64};
     std::vector<int64_t> pool_after = {2, 4};

@@ -53,19 +53,32 @@ train::RunSpec to_run_spec(const Config& c) {
       .seed(static_cast<uint64_t>(c.train.seed));
   spec.model.name = c.model.name;
   // The input and output sizes come from the data (lib/train sizes the model to it).
-  spec.model.mlp = nn::MlpOptions(1, c.model.hidden, 1).dropout(c.model.dropout);
+  const auto activation = nn::ActivationOptions(c.model.activation)
+                              .sigmoid_beta(c.model.sigmoid_beta)
+                              .sigmoid_grad_clip(c.model.sigmoid_grad_clip);
+  spec.model.mlp = nn::MlpOptions(1, c.model.hidden, 1).dropout(c.model.dropout).activation(activation);
   spec.model.deep_mlp = nn::DeepMlpOptions(1, 1)
                             .layers(c.model.depth)
                             .width(c.model.width)
-                            .activation(c.model.activation)
+                            .activation(activation)
                             .dropout(c.model.dropout)
                             .checkpoint_every(c.model.checkpoint_every);
+  spec.model.dynamic_mlp = nn::DynamicMlpOptions(1, 1)
+                               .max_depth(c.model.depth)
+                               .min_depth(c.model.min_depth)
+                               .width(c.model.width)
+                               .depth_sampling(c.model.depth_sampling)
+                               .residual(c.model.residual)
+                               .activation(activation)
+                               .dropout(c.model.dropout)
+                               .checkpoint_every(c.model.checkpoint_every);
   spec.model.convnet = nn::ConvNetOptions({1, 28, 28}, 1)
                           .channels(c.model.channels)
                           .pool_after(c.model.pool_after)
                           .hidden(c.model.head)
                           .dropout(c.model.dropout)
-                          .channels_last(c.model.channels_last);
+                          .channels_last(c.model.channels_last)
+                          .activation(activation);
   spec.model.gpt = nn::GptOptions(1, 1)
                        .layers(c.model.blocks)
                        .width(c.model.embed)
@@ -253,6 +266,15 @@ int run_train(const TrainCommand& cmd) {
       for (const auto& [name, acc] : result.per_class_accuracy)
         if (std::isnan(acc)) std::printf("  %s -", name.c_str());
         else std::printf("  %s %.1f%%", name.c_str(), 100.0 * acc);
+      std::printf("\n");
+    }
+    if (!result.per_depth.empty()) {
+      std::printf("test %s by depth:", m.count("accuracy") ? "accuracy" : "loss");
+      for (const auto& d : result.per_depth) {
+        const auto depth = static_cast<long long>(d.depth);
+        if (d.metrics.count("accuracy")) std::printf("  %lld %.2f%%", depth, 100.0 * d.metrics.at("accuracy"));
+        else std::printf("  %lld %.4f", depth, d.loss);
+      }
       std::printf("\n");
     }
   }

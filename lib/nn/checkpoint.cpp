@@ -205,4 +205,15 @@ at::Tensor checkpoint(CheckpointTensorFn fn, const at::Tensor& input) {
       std::vector<at::Tensor>{input})[0];
 }
 
+at::Tensor checkpoint_segments(int64_t n, int64_t every, const at::Tensor& x, const SegmentFn& run) {
+  TORCH_CHECK(every >= 0, "checkpoint_segments: every: expected ≥ 0 (0 = off), got ", every);
+  if (every == 0) return run(0, n, x);
+  at::Tensor y = x;
+  for (int64_t begin = 0; begin < n; begin += every) {
+    const int64_t end = std::min(n, begin + every);
+    y = checkpoint([run, begin, end](const at::Tensor& t) { return run(begin, end, t); }, y);
+  }
+  return y;
+}
+
 }  // namespace kiln::nn

@@ -47,4 +47,13 @@ std::vector<at::Tensor> checkpoint(CheckpointFn fn, const std::vector<at::Tensor
 /// The one-tensor form. Example: auto y = kiln::nn::checkpoint([&](const at::Tensor& t) { return block(t); }, x);
 at::Tensor checkpoint(CheckpointTensorFn fn, const at::Tensor& input);
 
+/// Runs layers [begin, end) of a stack: x → the output of layer end − 1.
+using SegmentFn = std::function<at::Tensor(int64_t begin, int64_t end, const at::Tensor& x)>;
+
+/// Runs the first `n` layers of a stack as segments of `every` layers, each one
+/// checkpoint (the last may be shorter); every == 0 runs run(0, n, x) plainly. `run`
+/// is called again in backward: capture what it needs by value.
+/// Example: x = kiln::nn::checkpoint_segments(depth, 5, x, [layers, rule](int64_t b, int64_t e, const at::Tensor& t) { … });
+at::Tensor checkpoint_segments(int64_t n, int64_t every, const at::Tensor& x, const SegmentFn& run);
+
 }  // namespace kiln::nn

@@ -7,8 +7,6 @@
 
 #include <algorithm>
 
-#include "ops/ops.h"
-
 namespace kiln::nn {
 
 ConvNetImpl::ConvNetImpl(ConvNetOptions options_) : options(std::move(options_)) {
@@ -30,6 +28,7 @@ ConvNetImpl::ConvNetImpl(ConvNetOptions options_) : options(std::move(options_))
   TORCH_CHECK(options.hidden() >= 0, "ConvNet: hidden: expected >= 0, got ", options.hidden());
   TORCH_CHECK(options.dropout() >= 0.0 && options.dropout() < 1.0,
               "ConvNet: dropout: expected a probability in [0, 1), got ", options.dropout());
+  Activation(options.activation(), "ConvNet");  // checks it
   reset();
 }
 
@@ -61,17 +60,18 @@ void ConvNetImpl::reset() {
 }
 
 torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
+  const Activation act(options.activation(), "ConvNet");
   x = x.reshape({x.size(0), image_[0], image_[1], image_[2]});  // (B, C, H, W)
   if (options.channels_last()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
   const auto& pools = options.pool_after();
   for (size_t i = 0; i < convs_->size(); ++i) {
     x = convs_[i]->as<torch::nn::Conv2d>()->forward(x);
-    x = kiln::ops::relu(norms_[i]->as<torch::nn::BatchNorm2d>()->forward(x));
+    x = act.apply(norms_[i]->as<torch::nn::BatchNorm2d>()->forward(x));  // (B, C_i, H_i, W_i)
     if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0)
       x = torch::max_pool2d(x, 2);
   }
   x = x.flatten(1);  // (B, C'·H'·W')
-  if (hidden_) x = kiln::ops::relu(hidden_->forward(x));
+  if (hidden_) x = act.linear_then(*hidden_, x);  // (B, hidden)
   if (options.dropout() > 0.0)
     x = torch::nn::functional::dropout(
         x, torch::nn::functional::DropoutFuncOptions().p(options.dropout()).training(is_training()));
@@ -82,7 +82,8 @@ void ConvNetImpl::pretty_print(std::ostream& stream) const {
   stream << "kiln::nn::ConvNet(input=" << c10::IntArrayRef(image_) << ", channels="
          << c10::IntArrayRef(options.channels()) << ", pool_after="
          << c10::IntArrayRef(options.pool_after()) << ", hidden=" << options.hidden()
-         << ", out=" << options.out_features() << ", dropout=" << options.dropout()
+         << ", out=" << options.out_features() << ", activation=" << options.activation()
+         << ", dropout=" << options.dropout()
          << (options.channels_last() ? ", channels_last" : "") << ")";
 }
 

@@ -1,6 +1,6 @@
-// kiln::nn::ConvNet: an image classifier of 3×3 Conv–BatchNorm–ReLU blocks with max
-// pooling and an MLP head. Convolution and batch norm are ATen's (oneDNN on the CPU,
-// cuDNN on CUDA); the ReLUs, the head's layers and the loss are kiln's ops.
+// kiln::nn::ConvNet: an image classifier of 3×3 Conv–BatchNorm–activation blocks with
+// max pooling and an MLP head. Convolution and batch norm are ATen's (oneDNN on the
+// CPU, cuDNN on CUDA); the activations, the head's layers and the loss are kiln's ops.
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "nn/activation.h"
 #include "nn/head.h"
 #include "nn/linear.h"
 
@@ -22,16 +23,19 @@ struct ConvNetOptions {
   /// viewed as images of this shape.
   TORCH_ARG(std::vector<int64_t>, input_shape);
   TORCH_ARG(int64_t, out_features);
-  /// Output channels of each Conv(3×3, padding 1)–BatchNorm–ReLU block, in order.
+  /// Output channels of each Conv(3×3, padding 1)–BatchNorm–activation block, in order.
   TORCH_ARG(std::vector<int64_t>, channels) = std::vector<int64_t>({32, 32, 64, 64});
   /// The blocks (1-based) after which a 2×2 max-pool halves the image.
   TORCH_ARG(std::vector<int64_t>, pool_after) = std::vector<int64_t>({2, 4});
-  /// The head's hidden width (Linear–ReLU–dropout before the output Linear); 0: none.
+  /// The head's hidden width (Linear–activation before dropout and the output Linear); 0: none.
   TORCH_ARG(int64_t, hidden) = 256;
   /// Dropout before the output layer (training mode only).
   TORCH_ARG(double, dropout) = 0.0;
   /// Run the convolutions in channels-last (NHWC) layout: oneDNN's fast path on the CPU.
   TORCH_ARG(bool, channels_last) = false;
+  /// After each batch norm (kiln::ops::relu, gelu or sigmoid) and the head's hidden
+  /// Linear (there gelu is kiln::ops::linear_gelu). Layers start as torch's do.
+  TORCH_ARG(ActivationOptions, activation);
 };
 
 /// Example: kiln::nn::ConvNet net(kiln::nn::ConvNetOptions({1, 28, 28}, 10).channels_last(true));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/activation.h"
 #include "nn/head.h"
 #include "nn/linear.h"
 
@@ -22,9 +23,9 @@ struct DeepMlpOptions {
   /// Number of hidden width × width layers between the input and output projections.
   TORCH_ARG(int64_t, layers) = 50;
   TORCH_ARG(int64_t, width) = 1024;
-  /// "relu" (kiln::ops::relu after kiln::ops::linear) or "gelu" (kiln::ops::linear_gelu,
-  /// the GELU fused into the matrix multiply on CUDA).
-  TORCH_ARG(std::string, activation) = "relu";
+  /// "relu" (kiln::ops::relu after kiln::ops::linear), "gelu" (kiln::ops::linear_gelu,
+  /// the GELU fused into the matrix multiply on CUDA) or "sigmoid" (kiln::ops::sigmoid).
+  TORCH_ARG(ActivationOptions, activation);
   /// Dropout probability after each activation (training mode only).
   TORCH_ARG(double, dropout) = 0.0;
   /// Each run of this many consecutive hidden layers is one kiln::nn::checkpoint
@@ -32,14 +33,13 @@ struct DeepMlpOptions {
   TORCH_ARG(int64_t, checkpoint_every) = 0;
 };
 
-/// The activation names DeepMlpOptions::activation accepts.
-const std::vector<std::string>& deep_mlp_activations();
-
 /// input: Linear(in, width) → act → dropout; layers.i: Linear(width, width) → act →
 /// dropout, i < layers; output: Linear(width, out). Parameter names are stable for
 /// checkpoints: input.weight, input.bias, layers.0.weight, …, output.bias.
 /// Hidden and input layers start He-initialised (normal, 2/fan_in) with zero bias, so
-/// the signal survives 50 layers; the head is initialised as torch::nn::Linear.
+/// the signal survives 50 relu layers (whatever the activation: gelu keeps it too;
+/// a deep sigmoid stack trains poorly however it starts); the head is initialised
+/// as torch::nn::Linear.
 /// Checkpointing changes memory and time only: outputs and gradients are the same.
 /// Example: kiln::nn::DeepMlp net(kiln::nn::DeepMlpOptions(784, 10).checkpoint_every(5));
 class DeepMlpImpl : public torch::nn::Cloneable<DeepMlpImpl>, public OutputHead {

@@ -9,7 +9,7 @@
 namespace kiln::nn {
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "deep_mlp", "convnet", "gpt"};
+  static const std::vector<std::string> names = {"mlp", "deep_mlp", "dynamic_mlp", "convnet", "gpt"};
   return names;
 }
 
@@ -24,13 +24,14 @@ void fit_to_data(ModelSpec& spec, const std::vector<int64_t>& input_shape, int64
   if (tokens) spec.gpt.block_size(input_shape[0]).vocab_size(outputs);
   spec.mlp.in_features(in_features).out_features(outputs);
   spec.deep_mlp.in_features(in_features).out_features(outputs);
+  spec.dynamic_mlp.in_features(in_features).out_features(outputs);
   if (spec.name == "convnet") {
     const int64_t flat = c10::multiply_integers(input_shape);
     if ((input_shape.size() != 2 && input_shape.size() != 3) || flat != in_features)
       throw InputError(c10::str("model.name = \"convnet\": expected images, examples of shape "
                                 "(C, H, W) or (H, W), found ", c10::IntArrayRef(input_shape),
                                 flat != in_features ? " (encoded as tokens)" : "",
-                                "; a table or text trains with mlp or deep_mlp"));
+                                "; a table or text trains with mlp, deep_mlp or dynamic_mlp"));
   }
   spec.convnet.input_shape(input_shape).out_features(outputs);
 }
@@ -38,6 +39,7 @@ void fit_to_data(ModelSpec& spec, const std::vector<int64_t>& input_shape, int64
 torch::nn::AnyModule make_model(const ModelSpec& spec) {
   if (spec.name == "mlp") return torch::nn::AnyModule(Mlp(spec.mlp));
   if (spec.name == "deep_mlp") return torch::nn::AnyModule(DeepMlp(spec.deep_mlp));
+  if (spec.name == "dynamic_mlp") return torch::nn::AnyModule(DynamicMlp(spec.dynamic_mlp));
   if (spec.name == "convnet") return torch::nn::AnyModule(ConvNet(spec.convnet));
   if (spec.name == "gpt") return torch::nn::AnyModule(Gpt(spec.gpt));
   std::string valid;

@@ -1,4 +1,4 @@
-// Builds the model a config names ("mlp", "deep_mlp"), so the trainer holds any
+// Builds the model a config names ("mlp", "deep_mlp", …), so the trainer holds any
 // of them the same way: a torch::nn::AnyModule mapping (B, …) to logits (B, C).
 #pragma once
 #include <torch/nn/modules/container/any.h>
@@ -8,6 +8,7 @@
 
 #include "nn/convnet.h"
 #include "nn/deep_mlp.h"
+#include "nn/dynamic_mlp.h"
 #include "nn/gpt.h"
 #include "nn/mlp.h"
 
@@ -18,6 +19,7 @@ struct ModelSpec {
   std::string name = "mlp";
   MlpOptions mlp{784, {512, 256}, 10};
   DeepMlpOptions deep_mlp{784, 10};
+  DynamicMlpOptions dynamic_mlp{784, 10};
   ConvNetOptions convnet{{1, 28, 28}, 10};
   GptOptions gpt{256, 128};
 };
@@ -36,7 +38,7 @@ bool takes_tokens(const std::string& name);
 void fit_to_data(ModelSpec& spec, const std::vector<int64_t>& input_shape, int64_t in_features,
                  int64_t outputs, bool tokens = false);
 
-/// The model names make_model knows, in order: mlp, deep_mlp, convnet, gpt.
+/// The model names make_model knows, in order: mlp, deep_mlp, dynamic_mlp, convnet, gpt.
 const std::vector<std::string>& model_names();
 
 /// Builds spec.name; an unknown name throws kiln::InputError listing the valid ones.

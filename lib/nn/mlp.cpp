@@ -1,10 +1,6 @@
 // kiln::nn::Mlp: construction, initialisation and the forward pass.
 #include "nn/mlp.h"
 
-#include <torch/nn/functional/dropout.h>
-
-#include "ops/ops.h"
-
 namespace kiln::nn {
 
 MlpImpl::MlpImpl(MlpOptions options_) : options(std::move(options_)) {
@@ -17,6 +13,7 @@ MlpImpl::MlpImpl(MlpOptions options_) : options(std::move(options_)) {
                 options.hidden()[i]);
   TORCH_CHECK(options.dropout() >= 0.0 && options.dropout() < 1.0,
               "Mlp: dropout: expected a probability in [0, 1), got ", options.dropout());
+  Activation(options.activation(), "Mlp");  // checks it
   reset();
 }
 
@@ -35,14 +32,10 @@ void MlpImpl::reset_parameters() {
 }
 
 torch::Tensor MlpImpl::forward(torch::Tensor x) {
+  const LayerRule rule{Activation(options.activation(), "Mlp"), options.dropout(), is_training()};
   x = x.flatten(1);  // (B, in_features)
   const size_t last = layers_->size() - 1;
-  for (size_t i = 0; i < last; ++i) {
-    x = kiln::ops::relu(layers_[i]->as<Linear>()->forward(x));  // (B, hidden[i])
-    if (options.dropout() > 0.0)
-      x = torch::nn::functional::dropout(
-          x, torch::nn::functional::DropoutFuncOptions().p(options.dropout()).training(is_training()));
-  }
+  for (size_t i = 0; i < last; ++i) x = rule(*layers_[i]->as<Linear>(), x);  // (B, hidden[i])
   return layers_[last]->as<Linear>()->forward(x);  // (B, out_features)
 }
 
@@ -50,7 +43,8 @@ void MlpImpl::pretty_print(std::ostream& stream) const {
   stream << "kiln::nn::Mlp(in=" << options.in_features() << ", hidden=[";
   for (size_t i = 0; i < options.hidden().size(); ++i)
     stream << (i ? ", " : "") << options.hidden()[i];
-  stream << "], out=" << options.out_features() << ", dropout=" << options.dropout() << ")";
+  stream << "], out=" << options.out_features() << ", activation=" << options.activation()
+         << ", dropout=" << options.dropout() << ")";
 }
 
 std::vector<std::string> MlpImpl::head_parameters() const {

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "nn/activation.h"
 #include "nn/head.h"
 #include "nn/linear.h"
 
@@ -21,9 +22,12 @@ struct MlpOptions {
   TORCH_ARG(int64_t, out_features);
   /// Dropout probability after each hidden activation (training mode only).
   TORCH_ARG(double, dropout) = 0.0;
+  /// The hidden layers' activation (relu, gelu fused into the Linear, sigmoid).
+  TORCH_ARG(ActivationOptions, activation);
 };
 
-/// kiln::nn::Linear → kiln::relu (→ dropout) per hidden layer, then a linear head.
+/// kiln::nn::Linear → activation (→ dropout) per hidden layer, then a linear head.
+/// Layers start as torch::nn::Linear does, whatever the activation.
 /// Example: kiln::nn::Mlp net(kiln::nn::MlpOptions(784, {512, 256}, 10));
 class MlpImpl : public torch::nn::Cloneable<MlpImpl>, public OutputHead {
  public:

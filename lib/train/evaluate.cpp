@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
+
+#include "nn/depth_sampled.h"
 
 namespace kiln::train {
 
@@ -86,6 +89,42 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
     }
   }
   return r;
+}
+
+std::vector<DepthEval> evaluate_each_depth(torch::nn::Module& model,
+                                           const std::function<at::Tensor(const at::Tensor&)>& forward,
+                                           const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
+                                           const at::Device& device, const data::DataSchema& schema) {
+  auto* dynamic = dynamic_cast<nn::DepthSampled*>(&model);
+  if (!dynamic) return {};
+  // Put the model's mode and depth back however the loop ends.
+  struct Restore {
+    torch::nn::Module& model;
+    nn::DepthSampled& dynamic;
+    bool training;
+    ~Restore() {
+      dynamic.force_depth(std::nullopt);
+      model.train(training);
+    }
+  } restore{model, *dynamic, model.is_training()};
+  model.eval();
+  std::vector<DepthEval> out;
+  for (int64_t d = dynamic->min_depth(); d <= dynamic->max_depth(); ++d) {
+    dynamic->force_depth(d);
+    auto r = evaluate(forward, x, y, batch_size, device, schema);
+    out.push_back({d, r.loss, std::move(r.metrics)});
+  }
+  return out;
+}
+
+std::string describe_depths(const std::vector<DepthEval>& depths) {
+  std::ostringstream s;
+  s << "test by depth:";
+  for (size_t i = 0; i < depths.size(); ++i) {
+    s << (i ? "," : "") << " " << depths[i].depth << " loss " << depths[i].loss;
+    for (const auto& [name, value] : depths[i].metrics) s << " " << name << " " << value;
+  }
+  return s.str();
 }
 
 }  // namespace kiln::train

@@ -11,6 +11,10 @@
 
 #include "data/dataset.h"
 
+namespace torch::nn {
+class Module;
+}
+
 namespace kiln::train {
 
 struct EvalResult {
@@ -43,5 +47,24 @@ bool higher_is_better(const std::string& name);
 EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
                     const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
                     const at::Device& device, const data::DataSchema& schema);
+
+/// A model's test loss and metrics when it runs at one depth (nn::DepthSampled).
+struct DepthEval {
+  int64_t depth = 0;
+  double loss = 0.0;
+  std::map<std::string, double> metrics;  // as EvalResult::metrics
+};
+
+/// For a model of run-time depth (nn::DepthSampled): evaluate() with the model forced
+/// to each depth min_depth..max_depth in turn, in eval mode (its mode and depth are
+/// put back after); empty for any other model. `forward` calls `model`.
+/// Example: for (const auto& d : evaluate_each_depth(*module, fwd, test.x, test.y, 1000, device, schema)) …
+std::vector<DepthEval> evaluate_each_depth(torch::nn::Module& model,
+                                           const std::function<at::Tensor(const at::Tensor&)>& forward,
+                                           const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
+                                           const at::Device& device, const data::DataSchema& schema);
+
+/// "test by depth: 1 loss 0.41 accuracy 0.853, 2 …" for the run's log.
+std::string describe_depths(const std::vector<DepthEval>& depths);
 
 }  // namespace kiln::train

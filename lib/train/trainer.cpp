@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/prefetch.h"
+#include "nn/depth_sampled.h"
 #include "ops/ops.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
@@ -216,6 +217,7 @@ at::Tensor Run::forward(const at::Tensor& x) {
 
 // One optimizer step over batch (B examples) in `accumulate` micro-batches.
 void Run::step(const data::Batch& batch) {
+  nn::begin_step(*module_, opt_.seed(), pos_.step);  // a model of run-time depth draws this step's
   optimizer_->zero_grad();
   const int64_t rows = batch.x.size(0);
   const int64_t micro = (rows + opt_.accumulate() - 1) / opt_.accumulate();
@@ -295,6 +297,18 @@ void Run::evaluate_now() {
       result_.per_class_accuracy.emplace_back(data_.schema.classes[c], a);
     }
     line["per_class_accuracy"] = per;
+  }
+  // The last evaluation also measures a model of run-time depth at each depth (nn::DepthSampled).
+  if (pos_.epoch + 1 == opt_.epochs() && pos_.batch == batches_) {
+    result_.per_depth = evaluate_each_depth(*module_, [this](const at::Tensor& x) { return forward(x); },
+                                            data_.test.x, data_.test.y, opt_.eval_batch_size(), device_,
+                                            data_.schema);
+    for (const auto& d : result_.per_depth) {
+      auto& entry = line["per_depth"][std::to_string(d.depth)];
+      entry["loss"] = d.loss;
+      for (const auto& [name, value] : d.metrics) entry[name] = value;
+    }
+    if (!result_.per_depth.empty()) log::info(describe_depths(result_.per_depth));
   }
   metrics_->write(line);
   log::info(c10::str("epoch ", pos_.epoch + 1, "/", opt_.epochs(), " step ", pos_.step,

@@ -11,6 +11,7 @@
 #include "nn/factory.h"
 #include "optim/factory.h"
 #include "train/checkpoint.h"
+#include "train/evaluate.h"
 #include "train/memory.h"
 
 namespace kiln::train {
@@ -130,6 +131,9 @@ struct TrainResult {
   /// that finished, the accuracy of each class by name.
   std::map<std::string, double> metrics;
   std::vector<std::pair<std::string, double>> per_class_accuracy;
+  /// For a model of run-time depth that finished (nn::DepthSampled), the last
+  /// evaluation at each depth min..max.
+  std::vector<DepthEval> per_depth;
   /// What the run trained on: task, shapes, classes, input transform.
   data::DataSchema schema;
   std::string last_checkpoint;

@@ -34,6 +34,9 @@ expect 2 "type.toml:2:10: \[train\] epochs: expected an integer, found string \"
 expect 2 "nope.toml: cannot read the config file" -- train "$tmp/nope.toml"
 expect 2 "\-\-set train.epochs=x: \[train\] epochs: expected an integer" -- train configs/tiny.toml --set train.epochs=x
 expect 2 "\-\-set: train.batch_size: expected an integer > 0, found -1" -- train configs/tiny.toml --set train.batch_size=-1
+expect 2 "\-\-set: model.activation: expected one of: \"relu\", \"gelu\", \"sigmoid\", found \"tanh\"" -- train configs/tiny.toml --set model.activation=tanh
+expect 2 "\-\-set: model.sigmoid_beta: expected a finite number > 0, found -1.0" -- train configs/tiny.toml --set model.sigmoid_beta=-1
+expect 2 "\-\-set: model.depth_sampling: expected one of: \"fixed\", \"uniform\", found \"random\"" -- train configs/tiny.toml --set model.depth_sampling=random
 if ! command -v nvidia-smi >/dev/null; then
   expect 2 "train.device: expected cpu \(no cuda device is visible\), found \"cuda\"" -- train configs/tiny.toml --set train.device=cuda
   expect 2 "train.device: expected cpu \(no cuda device is visible\), found \"cuda:1\"" -- train configs/tiny.toml --set train.device=cuda:1

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "data/fashion_mnist.h"
+#include "nn/factory.h"
 #include "optim/factory.h"
 #include "optim/lion.h"
 #include "optim/muon.h"
@@ -257,4 +258,50 @@ TEST_CASE("[data] keys: string arrays, names and ranges are checked", "[app][con
   c = parse_config("", "cfg.toml");
   apply_override(c, "checkpoint.best=test_r2");
   REQUIRE_NOTHROW(kiln::app::validate(c));
+}
+
+TEST_CASE("the model's activation and depth keys are checked, naming key, expected and found",
+          "[app][config]") {
+  const auto error_of = [](const std::string& text) {
+    try {
+      kiln::app::validate(parse_config(text, "m.toml"));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("[model]\nactivation = \"tanh\"\n") ==
+        "m.toml:2:14: model.activation: expected one of: \"relu\", \"gelu\", \"sigmoid\", found \"tanh\"");
+  CHECK(error_of("[model]\nsigmoid_beta = 0\n") ==
+        "m.toml:2:16: model.sigmoid_beta: expected a finite number > 0, found 0.0");
+  CHECK(error_of("[model]\nsigmoid_beta = inf\n") ==
+        "m.toml:2:16: model.sigmoid_beta: expected a finite number > 0, found inf");
+  CHECK(error_of("[model]\nsigmoid_beta = nan\n") ==
+        "m.toml:2:16: model.sigmoid_beta: expected a finite number > 0, found nan");
+  CHECK(error_of("[model]\nsigmoid_grad_clip = -0.5\n") ==
+        "m.toml:2:21: model.sigmoid_grad_clip: expected a finite number >= 0 (0 = no clamp), found -0.5");
+  CHECK(error_of("[model]\ndepth_sampling = \"random\"\n") ==
+        "m.toml:2:18: model.depth_sampling: expected one of: \"fixed\", \"uniform\", found \"random\"");
+  CHECK(error_of("[model]\ndepth = 4\nmin_depth = 5\n") ==
+        "m.toml:3:13: model.min_depth: expected an integer <= model.depth (4), found 5");
+  CHECK(error_of("[model]\nmin_depth = -1\n") ==
+        "m.toml:2:13: model.min_depth: expected an integer >= 0, found -1");
+  CHECK(error_of("[model]\nname = \"dynamic_mlp\"\nactivation = \"sigmoid\"\nsigmoid_beta = 2\n"
+                 "sigmoid_grad_clip = 0.5\ndepth_sampling = \"uniform\"\nmin_depth = 2\nresidual = false\n") ==
+        "no error");
+}
+
+TEST_CASE("the model keys' defaults are the models' own", "[app][config]") {
+  const kiln::app::Config::Model c;
+  const kiln::nn::ActivationOptions activation;
+  REQUIRE(c.activation == activation.name());
+  REQUIRE(c.sigmoid_beta == activation.sigmoid_beta());
+  REQUIRE(c.sigmoid_grad_clip == activation.sigmoid_grad_clip());
+  const kiln::nn::DynamicMlpOptions dynamic(1, 1);
+  REQUIRE(c.min_depth == dynamic.min_depth());
+  REQUIRE(c.depth_sampling == dynamic.depth_sampling());
+  REQUIRE(c.residual == dynamic.residual());
+  const kiln::nn::DeepMlpOptions deep(1, 1);
+  REQUIRE(c.depth == deep.layers());
+  REQUIRE(c.width == deep.width());
 }

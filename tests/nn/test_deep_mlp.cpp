@@ -12,7 +12,7 @@ TEST_CASE("DeepMlp defaults to the documents' 50 layers of width 1024", "[nn][de
   const DeepMlpOptions o(784, 10);
   REQUIRE(o.layers() == 50);
   REQUIRE(o.width() == 1024);
-  REQUIRE(o.activation() == "relu");
+  REQUIRE(o.activation().name() == "relu");
   REQUIRE(o.dropout() == 0.0);
   REQUIRE(o.checkpoint_every() == 0);
 }
@@ -65,7 +65,7 @@ TEST_CASE("after 50 layers DeepMlp's output still depends on its input (He initi
 TEST_CASE("DeepMlp rejects bad options, naming the option and the valid values",
           "[nn][deep_mlp]") {
   REQUIRE_THROWS_WITH(DeepMlp(DeepMlpOptions(4, 2).activation("tanh")),
-                      Catch::Contains("activation: expected one of relu, gelu, got \"tanh\""));
+                      Catch::Contains("DeepMlp: activation: expected one of relu, gelu, sigmoid, got \"tanh\""));
   REQUIRE_THROWS_WITH(DeepMlp(DeepMlpOptions(4, 2).checkpoint_every(-1)),
                       Catch::Contains("checkpoint_every: expected ≥ 0"));
   REQUIRE_THROWS_WITH(DeepMlp(DeepMlpOptions(4, 2).dropout(1.0)), Catch::Contains("dropout"));

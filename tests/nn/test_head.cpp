@@ -36,10 +36,13 @@ TEST_CASE("head_parameters answers for every model make_model builds", "[nn][hea
     spec.name = name;
     spec.mlp = kiln::nn::MlpOptions(8, {4}, 3);
     spec.deep_mlp = kiln::nn::DeepMlpOptions(8, 3).layers(2).width(4);
+    spec.dynamic_mlp = kiln::nn::DynamicMlpOptions(8, 3).max_depth(2).width(4);
     spec.convnet = kiln::nn::ConvNetOptions({1, 4, 2}, 3).channels({2}).pool_after({}).hidden(4);
+    spec.gpt = kiln::nn::GptOptions(3, 4).layers(1).width(4).heads(2);
     const auto model = kiln::nn::make_model(spec);
     const auto head = kiln::nn::head_parameters(*model.ptr());
-    REQUIRE(head.size() == 2);
+    // A weight and a bias; the GPT's head is its token embedding (tied): (vocabulary, width).
+    REQUIRE(head.size() == (name == "gpt" ? 1u : 2u));
     const auto all = model.ptr()->named_parameters();
     for (const auto& h : head) {
       INFO(h);

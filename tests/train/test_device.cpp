@@ -42,6 +42,14 @@ kiln::train::RunSpec spec_for(const Combo& c, const std::string& device, const s
   spec.model.mlp = kiln::nn::MlpOptions(784, {32, 16}, 10);
   spec.model.deep_mlp =
       kiln::nn::DeepMlpOptions(784, 10).layers(4).width(32).activation("gelu").checkpoint_every(2);
+  // Depths drawn per step (layers idle in a step have no gradient: clipping, loss
+  // scaling and every optimizer skip them), checkpointed, with kiln's sigmoid.
+  spec.model.dynamic_mlp = kiln::nn::DynamicMlpOptions(784, 10)
+                               .max_depth(3)
+                               .width(32)
+                               .depth_sampling("uniform")
+                               .checkpoint_every(2)
+                               .activation(kiln::nn::ActivationOptions("sigmoid").sigmoid_grad_clip(0.2));
   spec.optim.name = c.optimizer;
   spec.optim.lr = c.optimizer == "sgd" ? 0.05 : c.optimizer == "muon" ? 0.02 : 1e-3;
   spec.optim.weight_decay = 0.01;
@@ -134,7 +142,7 @@ void train_everywhere(const Combo& c) {
 }
 
 void train_every_model_and_optimizer(const std::string& precision) {
-  for (const std::string model : {"mlp", "deep_mlp"})
+  for (const std::string model : {"mlp", "deep_mlp", "dynamic_mlp"})
     for (const std::string optimizer : {"adamw", "sgd", "lion", "muon"})
       train_everywhere({model, optimizer, precision});
 }
