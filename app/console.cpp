@@ -20,7 +20,7 @@ std::string format_duration(double s) {
 std::string format_metrics(const std::map<std::string, double>& metrics) {
   std::string out;
   char buf[64];
-  for (const char* name : {"accuracy", "rmse", "r2"}) {
+  for (const char* name : {"accuracy", "bits_per_char", "bits_per_byte", "rmse", "r2"}) {
     const auto it = metrics.find(name);
     if (it == metrics.end()) continue;
     if (it->first == "accuracy") std::snprintf(buf, sizeof buf, "test_accuracy %.2f%%", 100.0 * it->second);

@@ -253,7 +253,12 @@ int run_train(const TrainCommand& cmd) {
   if (result.evaluated) {
     const auto& m = result.metrics;
     char measured[96];
-    if (m.count("accuracy"))
+    if (m.count("bits_per_char") || m.count("bits_per_byte")) {
+      const bool chars = m.count("bits_per_char") > 0;
+      std::snprintf(measured, sizeof measured, "test %.4f bits per %s, accuracy %.2f%%",
+                    m.at(chars ? "bits_per_char" : "bits_per_byte"), chars ? "character" : "byte",
+                    100.0 * m.at("accuracy"));
+    } else if (m.count("accuracy"))
       std::snprintf(measured, sizeof measured, "test accuracy %.2f%%", 100.0 * m.at("accuracy"));
     else
       std::snprintf(measured, sizeof measured, "test RMSE %.4g, R² %.4f", m.at("rmse"), m.at("r2"));

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include "nn/factory.h"
 #include "nn/generate.h"
@@ -13,6 +14,7 @@
 #include "run_files.h"
 #include "sample_command.h"
 #include "support.h"
+#include "train/amp.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
 
@@ -95,6 +97,34 @@ TEST_CASE("generate: the cache gives the same tokens at temperature 0, past bloc
   REQUIRE(!at::equal(s1, kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(30).seed(8))));
   REQUIRE(at::equal(kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(40).top_k(1)), cached));
   REQUIRE(gpt->is_training());  // generate puts the mode back
+}
+
+TEST_CASE("Gpt in CPU bf16 autocast: its plain attention is causal and within bf16 rounding of float32",
+          "[nn][gpt]") {
+  auto gpt = small_gpt();
+  auto tokens = torch::randint(11, {2, 16}, torch::kLong);
+  const auto reference = gpt->forward(tokens);  // float32: ATen's fused attention
+  reference.square().sum().backward();
+  std::map<std::string, at::Tensor> grads;
+  for (const auto& p : gpt->named_parameters()) grads[p.key()] = p.value().grad().clone();
+  gpt->zero_grad();
+  at::Tensor low, changed;
+  {
+    kiln::train::AutocastGuard amp(at::kCPU, at::kBFloat16, true);
+    low = gpt->forward(tokens);
+    low.to(at::kFloat).square().sum().backward();
+    tokens[0][9] = (tokens[0][9].item<int64_t>() + 1) % 11;
+    torch::NoGradGuard no_grad;
+    changed = gpt->forward(tokens);
+  }
+  REQUIRE(kiln::test::all_close(low.to(at::kFloat), reference, 0.05, 0.02).ok);
+  REQUIRE(at::equal(low.narrow(1, 0, 9), changed.narrow(1, 0, 9)));  // nothing sees a later token
+  REQUIRE(!at::allclose(low[0].narrow(0, 9, 7), changed[0].narrow(0, 9, 7)));
+  for (const auto& p : gpt->named_parameters()) {  // the same direction, to bf16's precision
+    INFO(p.key());
+    const auto a = p.value().grad().flatten().to(at::kDouble), b = grads[p.key()].flatten().to(at::kDouble);
+    REQUIRE((a.dot(b) / (a.norm() * b.norm() + 1e-30)).item<double>() > 0.99);
+  }
 }
 
 TEST_CASE("Gpt: checkpointed blocks give the same outputs and gradients", "[nn][gpt]") {
