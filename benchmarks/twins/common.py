@@ -15,12 +15,19 @@ def parse_args(description, batch_size):
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first, as kiln's first log window (default 10)")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2, kiln's train.threads)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
+                   help="fp32, or bf16 autocast around forward and loss as kiln's train.precision (default bf16, the configs')")
     p.add_argument("--shapes", action="store_true",
                    help="print the state dict's {name: shape} as JSON and exit (run.sh checks it against kiln's checkpoint)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     return args
+
+
+def autocast(args):
+    """The forward and loss's precision context: bf16 autocast on the CPU, or none."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
 
 
 def cosine_schedule(optimizer, warmup_steps, total_steps, min_ratio=0.0):
@@ -52,7 +59,7 @@ def time_steps(step, args):
 
 def report(model_name, args, ms, parameters, tokens_per_step=None):
     line = {"model": model_name, "batch_size": args.batch_size, "steps": args.steps, "warmup": args.warmup,
-            "threads": torch.get_num_threads(), "parameters": parameters, "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "precision": args.precision, "parameters": parameters, "torch": torch.__version__,
             "ms_per_step": ms, "steps_per_s": 1000.0 / ms}
     if tokens_per_step is not None:
         line["tokens_per_s"] = tokens_per_step * 1000.0 / ms

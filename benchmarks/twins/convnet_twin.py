@@ -91,7 +91,7 @@ def main():
         x = augment(images[i], fill).contiguous(memory_format=torch.channels_last)
         y = labels[i]
         optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16):  # the loss too, as kiln
+        with common.autocast(args):  # the loss too, as kiln
             loss = F.cross_entropy(model(x), y)
         loss.backward()
         loss.item()  # kiln reads each step's loss

@@ -57,6 +57,13 @@ print(1000.0 * sum(int(sys.argv[2]) / l["samples_per_s"] for l in lines) / len(l
 PY
 }
 
+# The config's train.precision (fp32 when it sets none): the twin runs the same.
+precision_of() {
+  local p
+  p="$(sed -n 's/^precision *= *"\([a-z0-9]*\)".*/\1/p' "$1" | head -1)"
+  echo "${p:-fp32}"
+}
+
 # The twin's state dict against kiln's model.safetensors header: same names, same shapes.
 check_shapes() {
   "$py" "$here/${1}_twin.py" --shapes >"$tmp/shapes.json"
@@ -104,6 +111,7 @@ for model in ${models//,/ }; do
       ms="$(kiln_ms "$dir/metrics.jsonl" "$b")"
       echo "{\"model\": \"$model\", \"batch\": $b, \"side\": \"kiln\", \"ms_per_step\": $ms}" >>"$tmp/results.jsonl"
       "$py" "$here/${model}_twin.py" --batch-size "$b" --steps "$n" --warmup "$k" --threads "$threads" \
+        --precision "$(precision_of "$root/configs/${config[$model]}.toml")" \
         | "$py" -c 'import json, sys; d = json.loads(sys.stdin.readlines()[-1]); d["side"] = "python"; d["batch"] = d["batch_size"]; print(json.dumps(d))' \
         >>"$tmp/results.jsonl"
       tail -2 "$tmp/results.jsonl" | "$py" -c 'import json, sys

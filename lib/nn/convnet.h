@@ -31,7 +31,8 @@ struct ConvNetOptions {
   TORCH_ARG(int64_t, hidden) = 256;
   /// Dropout before the output layer (training mode only).
   TORCH_ARG(double, dropout) = 0.0;
-  /// Run the convolutions in channels-last (NHWC) layout: oneDNN's fast path on the CPU.
+  /// Run the convolutions in channels-last (NHWC) layout, images and filters: oneDNN's
+  /// fast path on the CPU.
   TORCH_ARG(bool, channels_last) = false;
   /// After each batch norm (kiln::ops::relu, gelu or sigmoid) and the head's hidden
   /// Linear (there gelu is kiln::ops::linear_gelu). Layers start as torch's do.

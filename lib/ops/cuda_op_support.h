@@ -19,11 +19,12 @@ at::Tensor cuda_unary(std::string_view op, std::string_view name, const at::Tens
   return e.out;
 }
 
-/// launch(dtype, a, b, out, n, stream), the output like `a`.
+/// launch(dtype, a, b, out, n, stream), the output laid out like `from`'s input.
 template <typename Launch>
 at::Tensor cuda_binary(std::string_view op, std::string_view a_name, const at::Tensor& a,
-                       std::string_view b_name, const at::Tensor& b, Launch launch) {
-  auto e = elementwise(op, a_name, a, b_name, b);
+                       std::string_view b_name, const at::Tensor& b, Launch launch,
+                       LayoutFrom from = LayoutFrom::kFirst) {
+  auto e = elementwise(op, a_name, a, b_name, b, from);
   const c10::cuda::CUDAGuard device_guard(a.device());
   if (e.a.numel() > 0)
     launch(kernel_dtype(e.a), e.a.const_data_ptr(), e.b.const_data_ptr(), e.out.data_ptr(),

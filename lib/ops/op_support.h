@@ -86,17 +86,34 @@ inline Elementwise1 elementwise(std::string_view op, std::string_view name, cons
   return {std::move(xc), std::move(out)};
 }
 
-/// Checks `b` against the floating `a` (shape, dtype, device) and prepares both;
-/// the output is like `a`.
+/// Which input of a binary op gives its output's layout when the two differ: the
+/// first (scaled_add, as ATen's add), or the second (a backward op's saved
+/// activation, as ATen's threshold_backward: a channels-last ConvNet's gradients
+/// stay channels-last when a reshape hands one back contiguous).
+enum class LayoutFrom { kFirst, kSecond };
+
+/// Checks `b` against the floating `a` (shape, dtype, device) and prepares both
+/// with one layout, `from`'s (the other is copied into it; both contiguous when
+/// that input is not dense); the output takes it too.
 inline Elementwise2 elementwise(std::string_view op, std::string_view a_name, const at::Tensor& a,
-                                std::string_view b_name, const at::Tensor& b) {
+                                std::string_view b_name, const at::Tensor& b,
+                                LayoutFrom from = LayoutFrom::kFirst) {
   check_floating(op, a_name, a);
   check_like(op, a_name, a, b_name, b);
   // Walked side by side, the two must lay their elements out alike.
   auto ac = dense(a), bc = dense(b);
   if (ac.strides() != bc.strides()) {
-    ac = a.contiguous();
-    bc = b.contiguous();
+    const at::Tensor& lead = from == LayoutFrom::kFirst ? a : b;
+    const at::Tensor& other = from == LayoutFrom::kFirst ? b : a;
+    at::Tensor l = lead, o;
+    if (lead.is_non_overlapping_and_dense()) {
+      o = at::empty_strided(lead.sizes(), lead.strides(), other.options()).copy_(other);
+    } else {
+      l = lead.contiguous();
+      o = other.contiguous();
+    }
+    ac = from == LayoutFrom::kFirst ? l : o;
+    bc = from == LayoutFrom::kFirst ? o : l;
   }
   auto out = output_like(ac);
   return {std::move(ac), std::move(bc), std::move(out)};
@@ -141,12 +158,13 @@ at::Tensor cpu_unary(std::string_view op, std::string_view name, const at::Tenso
   return e.out;
 }
 
-/// The same for a binary elementwise op whose output is like `a`:
-/// kernel(dtype, a, b, out, n). Example: cpu_binary("kiln::relu_backward", "grad", g, "y", y, k)
+/// The same for a binary elementwise op whose output is laid out like `from`'s input:
+/// kernel(dtype, a, b, out, n). Example: cpu_binary("kiln::relu_backward", "grad", g, "y", y, k, LayoutFrom::kSecond)
 template <typename Kernel>
 at::Tensor cpu_binary(std::string_view op, std::string_view a_name, const at::Tensor& a,
-                      std::string_view b_name, const at::Tensor& b, Kernel kernel) {
-  auto e = elementwise(op, a_name, a, b_name, b);
+                      std::string_view b_name, const at::Tensor& b, Kernel kernel,
+                      LayoutFrom from = LayoutFrom::kFirst) {
+  auto e = elementwise(op, a_name, a, b_name, b, from);
   const auto dtype = kernel_dtype(e.a);
   parallel_chunks(e.a.numel(), [&](int64_t begin, int64_t end) {
     kernel(dtype, elem_ptr(e.a, begin), elem_ptr(e.b, begin), elem_ptr(e.out, begin), end - begin);

@@ -32,6 +32,17 @@ TEST_CASE("ConvNet: flat or shaped images, contiguous or channels-last, the same
   REQUIRE(at::equal(net->forward(x.reshape({5, 784})), y));
   net->options.channels_last(true);
   KILN_REQUIRE_CLOSE(net->forward(x), y, 1e-5, 1e-5);
+  // Built channels-last, the filters are NHWC too (oneDNN's fast path), with the same values.
+  torch::manual_seed(0);
+  kiln::nn::ConvNet nhwc(kiln::nn::ConvNetOptions({1, 28, 28}, 10).channels({8, 16}).pool_after({1, 2}).hidden(32).channels_last(true));
+  for (const auto& p : nhwc->named_parameters()) {
+    INFO(p.key());
+    if (p.value().dim() == 4) {  // (out, in, 3, 3) with channels-last strides, even with in = 1
+      const auto& w = p.value();
+      REQUIRE(w.strides() == at::IntArrayRef({w.size(1) * 9, 1, 3 * w.size(1), w.size(1)}));
+    }
+  }
+  KILN_REQUIRE_CLOSE(nhwc->forward(x), y, 1e-5, 1e-5);
   REQUIRE(net->head_parameters() == std::vector<std::string>{"output.weight", "output.bias"});
   CHECK_THROWS_WITH(kiln::nn::ConvNet(kiln::nn::ConvNetOptions({784}, 10)),
                     Catch::Contains("ConvNet: input_shape: expected (C, H, W) or (H, W)"));

@@ -1,7 +1,8 @@
 // kiln's elementwise ops keep a dense input's layout, as ATen's do: a channels-last
 // activation (a ConvNet's) stays channels-last through relu, gelu, sigmoid and
-// scaled_add and their gradients, with the values of the contiguous computation; a
-// layout the two inputs of a binary op do not share falls back to contiguous.
+// scaled_add and their gradients, with the values of the contiguous computation; when
+// the two inputs of a binary op differ, the output takes one's layout as ATen does (the
+// first's for scaled_add, the saved activation's for a backward op).
 #include <torch/torch.h>
 
 #include "ops/ops.h"
@@ -38,16 +39,27 @@ TEST_CASE("elementwise ops keep channels-last, forward and backward", "[ops][mem
     y.backward(channels_last(g));
     yc.backward(g);
     REQUIRE(at::equal(x.grad(), xc.grad()));
-    // A gradient in the other layout: each op takes both.
+    // A gradient in the other layout (a reshape's, contiguous): each op takes both,
+    // and the input's gradient stays in the activation's layout, as ATen's.
     auto x2 = channels_last(base).requires_grad_();
     op(x2).backward(g);
     REQUIRE(at::equal(x2.grad(), xc.grad()));
+    REQUIRE(x2.grad().is_contiguous(kChannelsLast));
   }
-  // Inputs of a binary op in different layouts: computed contiguous, equal values.
+  // Inputs of a binary op in different layouts: the first one's, as ATen's add; equal values.
   const auto a = at::randn({2, 3, 4, 5});
   const auto mixed = kiln::ops::scaled_add(channels_last(a), a * 3, 2.0);
-  REQUIRE(mixed.is_contiguous());
+  REQUIRE(mixed.is_contiguous(kChannelsLast));
   REQUIRE(at::equal(mixed, kiln::ops::scaled_add(a, a * 3, 2.0)));
+  const auto mixed2 = kiln::ops::scaled_add(a * 3, channels_last(a), 2.0);
+  REQUIRE(mixed2.is_contiguous());
+  REQUIRE(at::equal(mixed2, kiln::ops::scaled_add(a * 3, a, 2.0)));
+  // A backward op's output follows its saved activation (the second input), as ATen's threshold_backward.
+  const auto g = at::randn({2, 3, 4, 5});
+  const auto y = kiln::ops::relu(channels_last(a));
+  REQUIRE(kiln::ops::relu_backward(g, y).is_contiguous(kChannelsLast));
+  REQUIRE(at::equal(kiln::ops::relu_backward(g, y), kiln::ops::relu_backward(g, y.contiguous())));
+  REQUIRE(kiln::ops::relu_backward(channels_last(g), y.contiguous()).is_contiguous());
   // A non-dense view (every other column) is made contiguous first.
   const auto strided = at::randn({6, 8}).slice(1, 0, 8, 2);
   REQUIRE(at::equal(kiln::ops::relu(strided), at::relu(strided)));

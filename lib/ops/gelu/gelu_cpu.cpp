@@ -13,7 +13,7 @@ at::Tensor gelu_cpu(const at::Tensor& x) {
 }
 
 at::Tensor gelu_backward_cpu(const at::Tensor& grad, const at::Tensor& x) {
-  return cpu_binary("kiln::gelu_backward", "grad", grad, "x", x, cpu::gelu_backward_impl());
+  return cpu_binary("kiln::gelu_backward", "grad", grad, "x", x, cpu::gelu_backward_impl(), LayoutFrom::kSecond);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace {
 at::Tensor gelu_cuda(const at::Tensor& x) { return cuda_unary("kiln::gelu", "x", x, cuda::gelu_forward); }
 
 at::Tensor gelu_backward_cuda(const at::Tensor& grad, const at::Tensor& x) {
-  return cuda_binary("kiln::gelu_backward", "grad", grad, "x", x, cuda::gelu_backward);
+  return cuda_binary("kiln::gelu_backward", "grad", grad, "x", x, cuda::gelu_backward, LayoutFrom::kSecond);
 }
 
 }  // namespace

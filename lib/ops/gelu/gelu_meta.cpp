@@ -11,7 +11,7 @@ namespace {
 at::Tensor gelu_meta(const at::Tensor& x) { return elementwise("kiln::gelu", "x", x).out; }
 
 at::Tensor gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x) {
-  return elementwise("kiln::gelu_backward", "grad", grad, "x", x).out;
+  return elementwise("kiln::gelu_backward", "grad", grad, "x", x, LayoutFrom::kSecond).out;
 }
 
 }  // namespace

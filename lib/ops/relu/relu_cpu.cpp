@@ -13,7 +13,7 @@ at::Tensor relu_cpu(const at::Tensor& x) {
 }
 
 at::Tensor relu_backward_cpu(const at::Tensor& grad, const at::Tensor& y) {
-  return cpu_binary("kiln::relu_backward", "grad", grad, "y", y, cpu::relu_backward_impl());
+  return cpu_binary("kiln::relu_backward", "grad", grad, "y", y, cpu::relu_backward_impl(), LayoutFrom::kSecond);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace {
 at::Tensor relu_cuda(const at::Tensor& x) { return cuda_unary("kiln::relu", "x", x, cuda::relu_forward); }
 
 at::Tensor relu_backward_cuda(const at::Tensor& grad, const at::Tensor& y) {
-  return cuda_binary("kiln::relu_backward", "grad", grad, "y", y, cuda::relu_backward);
+  return cuda_binary("kiln::relu_backward", "grad", grad, "y", y, cuda::relu_backward, LayoutFrom::kSecond);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace {
 at::Tensor relu_meta(const at::Tensor& x) { return elementwise("kiln::relu", "x", x).out; }
 
 at::Tensor relu_backward_meta(const at::Tensor& grad, const at::Tensor& y) {
-  return elementwise("kiln::relu_backward", "grad", grad, "y", y).out;
+  return elementwise("kiln::relu_backward", "grad", grad, "y", y, LayoutFrom::kSecond).out;
 }
 
 }  // namespace

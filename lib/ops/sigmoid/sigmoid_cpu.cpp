@@ -24,7 +24,7 @@ at::Tensor sigmoid_cpu(const at::Tensor& x, double beta, std::optional<double> g
 at::Tensor sigmoid_backward_cpu(const at::Tensor& grad, const at::Tensor& s, double beta,
                                 std::optional<double> grad_clip) {
   const double clip = sigmoid_clip("kiln::sigmoid_backward", grad_clip);
-  auto e = elementwise("kiln::sigmoid_backward", "grad", grad, "s", s);
+  auto e = elementwise("kiln::sigmoid_backward", "grad", grad, "s", s, LayoutFrom::kSecond);
   const auto dtype = kernel_dtype(e.a);
   const auto kernel = cpu::sigmoid_backward_impl();
   parallel_chunks(e.a.numel(), [&](int64_t begin, int64_t end) {

@@ -24,7 +24,7 @@ at::Tensor sigmoid_cuda(const at::Tensor& x, double beta, std::optional<double> 
 at::Tensor sigmoid_backward_cuda(const at::Tensor& grad, const at::Tensor& s, double beta,
                                  std::optional<double> grad_clip) {
   const double clip = sigmoid_clip("kiln::sigmoid_backward", grad_clip);
-  auto e = elementwise("kiln::sigmoid_backward", "grad", grad, "s", s);
+  auto e = elementwise("kiln::sigmoid_backward", "grad", grad, "s", s, LayoutFrom::kSecond);
   const c10::cuda::CUDAGuard device_guard(grad.device());
   if (e.a.numel() > 0)
     cuda::sigmoid_backward(kernel_dtype(e.a), e.a.const_data_ptr(), e.b.const_data_ptr(),

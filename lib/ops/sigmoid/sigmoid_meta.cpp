@@ -17,7 +17,7 @@ at::Tensor sigmoid_meta(const at::Tensor& x, double /*beta*/, std::optional<doub
 at::Tensor sigmoid_backward_meta(const at::Tensor& grad, const at::Tensor& s, double /*beta*/,
                                  std::optional<double> grad_clip) {
   sigmoid_clip("kiln::sigmoid_backward", grad_clip);
-  return elementwise("kiln::sigmoid_backward", "grad", grad, "s", s).out;
+  return elementwise("kiln::sigmoid_backward", "grad", grad, "s", s, LayoutFrom::kSecond).out;
 }
 
 }  // namespace
