@@ -166,6 +166,13 @@ at::Tensor model_inputs(const at::Tensor& x, const DataSchema& schema) {
   return at::one_hot(x, schema.outputs).flatten(1).to(at::kFloat);
 }
 
+at::Tensor to_device(const at::Tensor& t, const at::Device& device) {
+  if (t.device() == device || t.is_non_overlapping_and_dense()) return t.to(device);
+  const int64_t items = static_cast<int64_t>(t.storage().nbytes()) / t.element_size();
+  const auto buffer = at::empty({0}, t.options()).set_(t.storage(), 0, {items}, {1});  // (items)
+  return buffer.to(device).as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
 bool takes_tokens(const DataSchema& schema) {
   return schema.transform.value("encoding", "") == "tokens";
 }

@@ -139,6 +139,13 @@ Data load_data(const DataOptions& options, const DataSchema* saved = nullptr);
 /// Example: auto logits = model.forward(kiln::data::model_inputs(batch.x, schema));
 at::Tensor model_inputs(const at::Tensor& x, const DataSchema& schema);
 
+/// `t` on `device`. A view that overlaps itself (text windows: each window shares all
+/// but one token with the next) moves its buffer and is viewed the same way there,
+/// so N windows of T tokens cost the tokens, not N·T copies of them (2.4 GB for a
+/// 2.3 M-character corpus at T = 128); any other tensor moves as Tensor::to does.
+/// Example: data.train.x = kiln::data::to_device(data.train.x, at::Device("cuda"));
+at::Tensor to_device(const at::Tensor& t, const at::Device& device);
+
 /// Whether the model takes the examples as token ids (text for a sequence model).
 bool takes_tokens(const DataSchema& schema);
 

@@ -50,7 +50,9 @@ std::string first_non_finite(const torch::nn::Module& model) {
 optim::ScheduleOptions schedule_options(const ScheduleSpec& s, int64_t total_steps) {
   optim::ScheduleOptions o;
   o.kind(s.kind()).warmup_steps(s.warmup_steps()).min_lr_ratio(s.min_lr_ratio());
-  o.total_steps(std::max(total_steps, s.warmup_steps()));
+  // A run no longer than its warmup (a short test of a config) never reaches the peak
+  // rate: the schedule spans one step past the warmup instead of refusing.
+  o.total_steps(std::max(total_steps, s.warmup_steps() + 1));
   if (s.kind() == "wsd") {
     const auto decay = static_cast<int64_t>(std::llround(s.decay_fraction() * total_steps));
     o.decay_start(std::max(s.warmup_steps(), total_steps - decay));
@@ -129,10 +131,10 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   data_options.sequence(nn::takes_tokens(spec.model.name));
   data_ = data::load_data(data_options, saved ? &*saved : nullptr);
   if (opt_.data_on_device()) {
-    data_.train.x = data_.train.x.to(device_);  // (N, …)
-    data_.train.y = data_.train.y.to(device_);  // (N) class ids or (N, outputs) targets
-    data_.test.x = data_.test.x.to(device_);    // (evaluate() moves host batches itself)
-    data_.test.y = data_.test.y.to(device_);
+    data_.train.x = data::to_device(data_.train.x, device_);  // (N, …)
+    data_.train.y = data::to_device(data_.train.y, device_);  // (N) class ids, (N, outputs) targets, (N, T) tokens
+    data_.test.x = data::to_device(data_.test.x, device_);    // (evaluate() moves host batches itself)
+    data_.test.y = data::to_device(data_.test.y, device_);
   }
   const auto& schema = data_.schema;
   result_.schema = schema;
@@ -172,6 +174,9 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.
   schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
+  if (spec.schedule.kind() != "constant" && spec.schedule.warmup_steps() >= opt_.epochs() * batches_)
+    log::warn(c10::str("schedule.warmup_steps (", spec.schedule.warmup_steps(), ") is not below the run's ",
+                       opt_.epochs() * batches_, " steps: the learning rate never reaches optim.lr"));
   best_metric_ = spec.checkpoint.best();
   {
     const auto& names = schema_metrics(schema);

@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/text.h"
+#include "fake_device.h"
 #include "support.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -251,6 +252,12 @@ TEST_CASE("text for a sequence model: every position's target, random windows dr
   b.set_epoch(3);
   REQUIRE(!at::equal(a.batch(1).x, b.batch(1).x));
   REQUIRE(a.batch(a.size() - 1).x.size(0) == d.train_draws - 4 * (a.size() - 1));
+  // On a device the windows stay views of the tokens: the buffer moves, not N·T copies.
+  const auto moved = kiln::data::to_device(d.train.x, kiln::test::fake_device());
+  REQUIRE(moved.device() == kiln::test::fake_device());
+  REQUIRE(static_cast<int64_t>(moved.storage().nbytes()) == d.train.x.storage().nbytes());
+  REQUIRE(at::equal(moved.cpu(), d.train.x));
+  REQUIRE(at::equal(kiln::data::to_device(d.train.y, kiln::test::fake_device()).cpu(), d.train.y));
   // A saved schema for one-hot windows does not feed a sequence model.
   auto mlp = kiln::data::load_data(kiln::data::DataOptions(options).sequence(false));
   REQUIRE_THAT(kiln::test::input_error_of([&] { kiln::data::load_data(options, &mlp.schema); }),
