@@ -12,6 +12,7 @@
 #include "export_command.h"
 #include "sample_command.h"
 #include "train_command.h"
+#include "util/heap.h"
 
 namespace {
 
@@ -83,6 +84,8 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before the first tensor: a step's freed memory stays for the next (util/heap.h).
+  kiln::heap::keep_freed_memory();
   try {
     return run(argc, argv);
   } catch (const kiln::InputError& e) {

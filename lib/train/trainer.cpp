@@ -23,6 +23,7 @@
 #include "train/evaluate.h"
 #include "train/init_from.h"
 #include "util/error.h"
+#include "util/heap.h"
 #include "util/json_lines.h"
 #include "util/log.h"
 
@@ -383,6 +384,7 @@ TrainResult Run::run() {
     s << ", " << spec_.optim.name << ", " << plan_.name << ", " << at::get_num_threads()
       << " threads, device " << device_;
     log::info(s.str());
+    log::info(heap::policy());
     observer_.on_start(s.str());
   }
   metrics_.emplace((fs::path(spec_.run_dir) / "metrics.jsonl").string());
