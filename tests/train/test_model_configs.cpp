@@ -1,6 +1,7 @@
 // Every model's own config in configs/ (the file a user starts from) trains end to
 // end on tiny data: parsed as written, sized down only where the test must be quick,
-// stopped after its first step, resumed to the end of its epochs, evaluated.
+// stopped after its first step, resumed to the end of its epochs, evaluated; and a
+// few steps in bf16 and fp16 autocast.
 #include <filesystem>
 #include <fstream>
 
@@ -55,5 +56,15 @@ TEST_CASE("each model's config trains from configs/ on tiny data, stopped and re
     REQUIRE(last.contains("accuracy"));
     REQUIRE(last["epoch"] == 2);  // both epochs ran, the second after the resume
     REQUIRE(std::isfinite(last["loss"].get<double>()));
+    // Both autocast precisions on the CPU, whatever the config says.
+    for (const std::string precision : {"bf16", "fp16"}) {
+      INFO(precision);
+      auto o = c.overrides;
+      o.push_back("train.precision=" + precision);
+      o.push_back("train.max_steps=2");
+      const std::string amp_run = run + "_" + precision;
+      REQUIRE(kiln::test::train(c.config, amp_run, o) == 0);
+      REQUIRE(kiln::train::latest_checkpoint(amp_run));
+    }
   }
 }
