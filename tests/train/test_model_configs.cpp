@@ -50,9 +50,7 @@ TEST_CASE("each model's config trains from configs/ on tiny data, stopped and re
     REQUIRE(kiln::test::train("", "", {"train.max_steps=0"}, run) == 0);  // --resume RUN
     const auto checkpoint = kiln::train::latest_checkpoint(run);
     REQUIRE(checkpoint);
-    nlohmann::json last;
-    for (const auto& l : kiln::test::read_metrics(run))
-      if (l["split"] == "test") last = l;
+    const auto last = kiln::test::last_test_line(run);
     REQUIRE(last.contains("accuracy"));
     REQUIRE(last["epoch"] == 2);  // both epochs ran, the second after the resume
     REQUIRE(std::isfinite(last["loss"].get<double>()));
