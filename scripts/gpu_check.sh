@@ -72,7 +72,7 @@ train() {
   ((rc == 0)) || train_rc=1
   {
     echo "train $label: exit $rc"
-    grep -E "test accuracy|test RMSE|stopped after|resumed at|skipped|^kiln: error" "$out/train_$label.txt" | sed 's/^/  /'
+    grep -E "test accuracy|bits per|test RMSE|stopped after|resumed at|skipped|^kiln: error" "$out/train_$label.txt" | sed 's/^/  /'
     echo "  last metrics: $(tail -1 "$dir/metrics.jsonl" 2>/dev/null)"
   } | tee -a "$out/summary.txt"
 }
@@ -107,6 +107,19 @@ train text_cuda "$runs/text_cuda" configs/text_chars.toml --run-dir "$runs/text_
 # The ConvNet (cuDNN convolutions, kiln's relu on channels-last activations) in bf16.
 train convnet_cuda "$runs/convnet_cuda" configs/fashion_convnet.toml --run-dir "$runs/convnet_cuda" \
   --set train.device=cuda --set train.epochs=3
+# The GPT (SDPA's CUDA kernels, text windows moved as their token buffer) in bf16 on
+# the repository's own docs (the GPU machine has no fortunes package), then kiln sample
+# on CUDA with and without the key/value cache: the same tokens at temperature 0.
+cat "$root"/README.md "$root"/docs/*.md > "$out/corpus.txt"
+train gpt_cuda "$runs/gpt_cuda" configs/gpt_char.toml --run-dir "$runs/gpt_cuda" \
+  --set train.device=cuda --set data.train="$out/corpus.txt" --set train.epochs=2
+for cache in "" --no-cache; do
+  "$build/bin/kiln" sample "$runs/gpt_cuda" --device cuda --prompt "The " --tokens 300 --temperature 0 \
+    $cache > "$out/sample_cuda${cache}.txt" 2>> "$out/summary.txt" || train_rc=1
+done
+cmp -s "$out/sample_cuda.txt" "$out/sample_cuda--no-cache.txt" \
+  && echo "sample on CUDA: the cache gives the uncached tokens" | tee -a "$out/summary.txt" \
+  || { echo "sample on CUDA: the cache and no cache differ" | tee -a "$out/summary.txt"; train_rc=1; }
 
 "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
     --dtypes float32,float16,bfloat16 --rounds 5 --min-ms 5 \
