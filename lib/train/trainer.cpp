@@ -375,11 +375,11 @@ TrainResult Run::run() {
     std::ostringstream s;
     int64_t parameters = 0;
     for (const auto& p : module_->parameters()) parameters += p.numel();
-    s << *module_ << " | " << parameters << " parameters, " << data_.schema.format << " data, " << data::task_name(data_.schema.task)
-      << ", " << data_.train.size() << " train / " << data_.test.size() << " test examples, ";
+    s << *module_ << " | " << parameters << " parameters, " << data_.schema.format << " data, "
+      << data::task_name(data_.schema.task) << ", " << data_.train.size() << " train / "
+      << data_.test.size() << " test examples, ";
     if (data_.train_draws > 0) s << data_.train_draws << " drawn at random per epoch, ";
-    s
-      << batches_ << " batches of " << opt_.batch_size() << " per epoch";
+    s << batches_ << " batches of " << opt_.batch_size() << " per epoch";
     if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
     s << ", " << spec_.optim.name << ", " << plan_.name << ", " << at::get_num_threads()
       << " threads, device " << device_;
