@@ -93,7 +93,7 @@ int sample_main(int argc, char** argv) {
   options.add_options()
       ("checkpoint", "a checkpoint directory, or a run directory (its newest checkpoint)",
        cxxopts::value<std::string>())
-      ("prompt", "text to continue (default: a new line)", cxxopts::value<std::string>()->default_value(""))
+      ("prompt", "text to continue; empty: a new line", cxxopts::value<std::string>()->default_value(""))
       ("tokens", "tokens to generate", cxxopts::value<int64_t>()->default_value("200"))
       ("temperature", "softmax temperature; 0 = always the most likely token",
        cxxopts::value<double>()->default_value("0.8"))
