@@ -1,0 +1,123 @@
+// CRC-32C, protobuf's varint and fixed encodings for the Event fields kiln writes,
+// TFRecord framing, and the file.
+#include "util/tfevents.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace kiln::tfevents {
+namespace {
+
+constexpr std::array<uint32_t, 256> make_table() {
+  std::array<uint32_t, 256> t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}
+constexpr auto kTable = make_table();
+
+void varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7F) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+void key(std::string& out, int field, int wire_type) { varint(out, (static_cast<uint64_t>(field) << 3) | wire_type); }
+
+template <typename T>
+void fixed(std::string& out, T v) {  // little-endian, as the x86 and ARM hosts kiln runs on store it
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &v, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+void bytes_field(std::string& out, int field, std::string_view data) {
+  key(out, field, 2);
+  varint(out, data.size());
+  out += data;
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+uint32_t crc32c(std::string_view data, uint32_t crc) {
+  crc = ~crc;
+  for (const char c : data) crc = kTable[(crc ^ static_cast<uint8_t>(c)) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+uint32_t masked_crc32c(std::string_view data) {
+  const uint32_t crc = crc32c(data);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+std::string frame(std::string_view record) {
+  std::string out, length;
+  fixed(length, static_cast<uint64_t>(record.size()));
+  out += length;
+  fixed(out, masked_crc32c(length));
+  out += record;
+  fixed(out, masked_crc32c(record));
+  return out;
+}
+
+std::string file_version_event(double wall_time) {
+  std::string e;
+  key(e, 1, 1);
+  fixed(e, wall_time);
+  bytes_field(e, 3, "brain.Event:2");
+  return e;
+}
+
+std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
+  std::string v;  // Summary.Value
+  bytes_field(v, 1, tag);
+  key(v, 2, 5);
+  fixed(v, value);
+  std::string summary;
+  bytes_field(summary, 1, v);
+  std::string e;
+  key(e, 1, 1);
+  fixed(e, wall_time);
+  key(e, 2, 0);
+  varint(e, static_cast<uint64_t>(step));
+  bytes_field(e, 5, summary);
+  return e;
+}
+
+EventWriter::EventWriter(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError(dir + ": cannot create the TensorBoard directory: " + ec.message());
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof host - 1);
+  const double t = now();
+  path_ = (std::filesystem::path(dir) /
+           ("events.out.tfevents." + std::to_string(static_cast<int64_t>(t)) + "." + host))
+              .string();
+  out_.open(path_, std::ios::binary | std::ios::app);
+  if (!out_) throw InputError(path_ + ": cannot open for writing");
+  out_ << frame(file_version_event(t));
+}
+
+void EventWriter::scalar(std::string_view tag, int64_t step, float value) {
+  out_ << frame(scalar_event(now(), step, tag, value));
+}
+
+void EventWriter::flush() { out_.flush(); }
+
+}  // namespace kiln::tfevents

@@ -1,0 +1,47 @@
+// TensorBoard event files written natively: TFRecord framing (length, masked
+// CRC-32C of the length, the record, masked CRC-32C of the record) around Event
+// protocol buffers encoded field by field — the few fields a scalar needs — so kiln
+// links no protobuf runtime that could clash with libtorch's.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+namespace kiln::tfevents {
+
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) of `data`, continuing `crc`.
+/// Debian 12 ships no C/C++ CRC-32C library (only python3-crc32c), so it is ours: a
+/// byte-wise table, fast enough for event records of tens of bytes.
+/// Example: crc32c("123456789") == 0xE3069283
+uint32_t crc32c(std::string_view data, uint32_t crc = 0);
+
+/// TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
+uint32_t masked_crc32c(std::string_view data);
+
+/// One TFRecord: the 8-byte little-endian length, its masked CRC, the data, the data's masked CRC.
+std::string frame(std::string_view record);
+
+/// The Event proto (tensorflow/core/util/event.proto) of a file's first record:
+/// wall_time (field 1, double), file_version (field 3) = "brain.Event:2".
+std::string file_version_event(double wall_time);
+
+/// An Event with step (field 2) and a Summary (field 5) of one Value: tag (1) and
+/// simple_value (2, float).
+std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value);
+
+/// Appends framed events to DIR/events.out.tfevents.<unix time>.<host>, created with
+/// its file_version record first. Example: EventWriter w("runs/x/tb"); w.scalar("loss", 10, 0.5f);
+class EventWriter {
+ public:
+  explicit EventWriter(const std::string& dir);
+  void scalar(std::string_view tag, int64_t step, float value);
+  void flush();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace kiln::tfevents
