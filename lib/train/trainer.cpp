@@ -24,6 +24,7 @@
 #include "train/init_from.h"
 #include "util/error.h"
 #include "util/heap.h"
+#include "util/tfevents.h"
 #include "util/json_lines.h"
 #include "util/log.h"
 
@@ -90,6 +91,7 @@ class Run {
   GradScaler scaler_;
   std::optional<Checkpointer> checkpointer_;
   std::optional<JsonLines> metrics_, memory_lines_;
+  std::optional<tfevents::EventWriter> tb_;  // RUN/tb: every metrics.jsonl number for TensorBoard
 
   TrainPosition pos_;
   TrainResult result_;
@@ -317,6 +319,7 @@ void Run::evaluate_now() {
     if (!result_.per_depth.empty()) log::info(describe_depths(result_.per_depth));
   }
   metrics_->write(line);
+  tb_->scalars("test", line);
   log::info(c10::str("epoch ", pos_.epoch + 1, "/", opt_.epochs(), " step ", pos_.step,
                      " train_loss ", e.train_loss, " test_loss ", ev.loss, logged));
   observer_.on_eval(e);
@@ -350,6 +353,7 @@ void Run::report_memory() {
                                activation_peak_ > 0 ? std::optional<int64_t>(activation_peak_)
                                                     : std::nullopt);
   memory_lines_->write(r.json());
+  tb_->scalars("memory", r.json());
   observer_.on_memory(r);
 }
 
@@ -388,6 +392,10 @@ TrainResult Run::run() {
     observer_.on_start(s.str());
   }
   metrics_.emplace((fs::path(spec_.run_dir) / "metrics.jsonl").string());
+  tb_.emplace((fs::path(spec_.run_dir) / "tb").string());
+  // A resumed run redoes the steps after its checkpoint: TensorBoard drops what an
+  // earlier file holds from there on.
+  if (!spec_.resume_checkpoint.empty()) tb_->restart(pos_.step + 1);
   memory_lines_.emplace((fs::path(spec_.run_dir) / "memory.jsonl").string());
   start_ = window_start_ = Clock::now();
   module_->train();
@@ -436,6 +444,7 @@ TrainResult Run::run() {
         if (data::takes_tokens(data_.schema))  // a sequence model learns from every position
           line["tokens_per_s"] = line["samples_per_s"].get<double>() * data_.schema.input_shape[0];
         metrics_->write(line);
+        tb_->scalars("train", line);
         window_start_ = Clock::now();
         window_samples_ = 0;
       }

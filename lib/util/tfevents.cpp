@@ -99,6 +99,19 @@ std::string scalar_event(double wall_time, int64_t step, std::string_view tag, f
   return e;
 }
 
+std::string session_start_event(double wall_time, int64_t step) {
+  std::string log;  // SessionLog: status (field 1, enum) = START (1)
+  key(log, 1, 0);
+  varint(log, 1);
+  std::string e;
+  key(e, 1, 1);
+  fixed(e, wall_time);
+  key(e, 2, 0);
+  varint(e, static_cast<uint64_t>(step));
+  bytes_field(e, 7, log);  // Event.session_log (6 is the deprecated log_message)
+  return e;
+}
+
 EventWriter::EventWriter(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -116,6 +129,26 @@ EventWriter::EventWriter(const std::string& dir) {
 
 void EventWriter::scalar(std::string_view tag, int64_t step, float value) {
   out_ << frame(scalar_event(now(), step, tag, value));
+}
+
+void EventWriter::restart(int64_t step) { out_ << frame(session_start_event(now(), step)); }
+
+void EventWriter::scalars(std::string_view prefix, const nlohmann::ordered_json& line) {
+  if (!line.contains("step") || !line["step"].is_number_integer()) return;
+  const int64_t step = line["step"].get<int64_t>();
+  for (const auto& [name, value] : line.items()) {
+    if (name == "step" || name == "epoch") continue;
+    const std::string tag = std::string(prefix) + "/" + name;
+    if (value.is_number()) scalar(tag, step, value.get<float>());
+    else if (value.is_object())
+      for (const auto& [inner, v] : value.items()) {
+        if (v.is_number()) scalar(tag + "/" + inner, step, v.get<float>());
+        else if (v.is_object())  // per_depth: {"1": {"loss": …, "accuracy": …}}
+          for (const auto& [leaf, x] : v.items())
+            if (x.is_number()) scalar(tag + "/" + inner + "/" + leaf, step, x.get<float>());
+      }
+  }
+  out_.flush();
 }
 
 void EventWriter::flush() { out_.flush(); }

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -30,12 +31,25 @@ std::string file_version_event(double wall_time);
 /// simple_value (2, float).
 std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value);
 
+/// An Event whose session_log (field 7) says START at `step`: TensorBoard's readers
+/// then drop the events of a step ≥ `step` read before it (a run resumed from an
+/// earlier checkpoint re-does those steps).
+std::string session_start_event(double wall_time, int64_t step);
+
 /// Appends framed events to DIR/events.out.tfevents.<unix time>.<host>, created with
 /// its file_version record first. Example: EventWriter w("runs/x/tb"); w.scalar("loss", 10, 0.5f);
 class EventWriter {
  public:
   explicit EventWriter(const std::string& dir);
   void scalar(std::string_view tag, int64_t step, float value);
+  /// Marks a restart at `step` (session_start_event).
+  void restart(int64_t step);
+  /// Every number of a metrics.jsonl line as a scalar "<prefix>/<key>" at its "step"
+  /// (keys in `skip` and non-numbers left out; nested objects as "<prefix>/<key>/<inner>").
+  void scalars(std::string_view prefix, const nlohmann::ordered_json& line);
+  void scalars(std::string_view prefix, const nlohmann::json& line) {
+    scalars(prefix, nlohmann::ordered_json::parse(line.dump()));
+  }
   void flush();
   const std::string& path() const { return path_; }
 

@@ -4,6 +4,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+
+#include "run_files.h"
 
 #include "support.h"
 #include "util/tfevents.h"
@@ -128,4 +131,37 @@ with open(sys.argv[2], "w") as out:
   }
   REQUIRE(loss == 50);
   REQUIRE(accuracy == 5);
+}
+
+TEST_CASE("a run's metrics reach TensorBoard once per step, a resume from an older checkpoint included",
+          "[train][tfevents][interop]") {
+  const auto py = kiln::test::python_or_skip("tensorboard.backend.event_processing.event_accumulator");
+  if (!py) return;
+  kiln::test::TempDir dir;
+  const std::string run = dir / "run";
+  const std::vector<std::string> o = {"data.train_limit=640", "data.test_limit=200", "train.epochs=2",
+                                      "train.log_every=2", "checkpoint.every=4", "checkpoint.keep_last=0",
+                                      "train.threads=1"};
+  REQUIRE(kiln::test::train("configs/tiny.toml", run, o) == 0);  // 20 steps
+  // Resumed from step 8: steps 9..20 are trained (and logged) again.
+  REQUIRE(kiln::test::train("", "", {}, run + "/checkpoints/step_000000008") == 0);
+  std::ofstream(dir / "read.py") << R"(import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+acc = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0})
+acc.Reload()
+with open(sys.argv[2], "w") as out:
+    for tag in ("train/loss", "test/accuracy", "memory/step"):
+        if tag in acc.Tags()["scalars"]:
+            out.write(tag + " " + " ".join(str(e.step) for e in acc.Scalars(tag)) + "\n")
+)";
+  const std::string cmd = *py + " " + (dir / "read.py") + " " + run + "/tb " + (dir / "read.txt");
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream in(dir / "read.txt");
+  std::string line;
+  std::map<std::string, std::string> steps;
+  while (std::getline(in, line)) steps[line.substr(0, line.find(' '))] = line.substr(line.find(' ') + 1);
+  REQUIRE(steps["train/loss"] == "2 4 6 8 10 12 14 16 18 20");  // each logged step once
+  REQUIRE(steps["test/accuracy"] == "10 20");                     // the two epochs' evaluations
+  // metrics.jsonl agrees: the last test line's accuracy is what TensorBoard holds last.
+  REQUIRE(kiln::test::last_test_line(run)["step"] == 20);
 }
