@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "config.h"
 #include "data/text.h"
@@ -32,22 +33,24 @@ int run_sample(const SampleCommand& cmd) {
   if (cmd.top_k < 0) throw InputError(c10::str("--top-k: expected >= 0 (0 = all), found ", cmd.top_k));
   if (cmd.threads < 0) throw InputError(c10::str("--threads: expected >= 0, found ", cmd.threads));
   const std::string checkpoint = train::resolve_checkpoint(cmd.checkpoint);
-  train::verify_checkpoint(checkpoint);
+  const int64_t step = train::verify_checkpoint(checkpoint);
 
   // The model as the run built it: its config, sized by its data schema.
   const auto config_text = train::read_checkpoint_file(checkpoint, "config.toml");
-  const auto data_text = train::read_checkpoint_file(checkpoint, train::kDataFile);
-  if (!config_text || !data_text)
+  const auto schema_read = train::read_data_schema(checkpoint);
+  if (!config_text || !schema_read) {
+    std::vector<std::string> missing;
+    if (!config_text) missing.push_back("config.toml");
+    if (!schema_read) missing.push_back(train::kDataFile);
     throw InputError(c10::str(checkpoint, ": expected config.toml and ", train::kDataFile,
-                              " in the checkpoint (written by kiln since the text format), found ",
-                              config_text ? "no " : "no config.toml", data_text ? "" : train::kDataFile));
+                              " in the checkpoint (written by kiln since the text format), found no ",
+                              c10::Join(" and no ", missing)));
+  }
   const std::string config_path = (fs::path(checkpoint) / "config.toml").string();
   const std::string data_path = (fs::path(checkpoint) / train::kDataFile).string();
   Config config = parse_config(*config_text, config_path);
   validate(config);
-  const auto json = nlohmann::ordered_json::parse(*data_text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) throw InputError(c10::str(data_path, ": expected JSON, found none"));
-  const auto schema = data::DataSchema::from_json(json, data_path);
+  const auto& schema = *schema_read;
   if (!nn::takes_tokens(config.model.name) || !data::takes_tokens(schema))
     throw InputError(c10::str(config_path, ": model.name: expected a language model trained on "
                               "text (gpt), found \"", config.model.name, "\" on ", schema.format, " data"));
@@ -82,7 +85,7 @@ int run_sample(const SampleCommand& cmd) {
   std::fprintf(stderr, "kiln: %lld tokens in %.2f s (%.0f tokens/s, %s, %s, step %lld of %s)\n",
                static_cast<long long>(cmd.tokens), seconds, cmd.tokens / std::max(seconds, 1e-9),
                cmd.cache ? "key/value cache" : "no cache", device.str().c_str(),
-               static_cast<long long>(train::verify_checkpoint(checkpoint)), checkpoint.c_str());
+               static_cast<long long>(step), checkpoint.c_str());
   return 0;
 }
 

@@ -298,7 +298,7 @@ Windows make_windows(const at::Tensor& tokens, int64_t block_size, int64_t strid
                               " needs at least ", block_size + 1,
                               " (a window and the token after it)"));
   const auto t = tokens.contiguous();
-  const int64_t count = (n - block_size - 1) / stride + 1;
+  const int64_t count = window_count(n, block_size, stride);
   const int64_t base = t.storage_offset();
   return {t.as_strided({count, block_size}, {stride, 1}, base),
           t.as_strided({count, block_size}, {stride, 1}, base + 1),

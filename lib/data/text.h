@@ -91,4 +91,10 @@ struct Windows {
 /// Example: auto w = make_windows(vocab.encode(text), 256, 256);  // w.x: (N, 256)
 Windows make_windows(const at::Tensor& tokens, int64_t block_size, int64_t stride);
 
+/// How many windows make_windows cuts from `tokens` tokens: (tokens − block_size − 1) / stride + 1
+/// (at least block_size + 1 tokens). Example: window_count(1000, 128, 128) == 7
+inline int64_t window_count(int64_t tokens, int64_t block_size, int64_t stride) {
+  return (tokens - block_size - 1) / stride + 1;
+}
+
 }  // namespace kiln::data

@@ -80,7 +80,7 @@ Data text_data(const DataOptions& o, const DataSchema* saved) {
   const bool random = o.windows() == "random";
   d.train = windows(train_tokens, o.train(), random ? 1 : o.stride(), random ? 0 : o.train_limit());
   if (random) {
-    const int64_t strided = (train_tokens.numel() - block - 1) / o.stride() + 1;
+    const int64_t strided = window_count(train_tokens.numel(), block, o.stride());
     d.train_draws = o.train_limit() > 0 ? std::min(o.train_limit(), strided) : strided;
   }
   // A sequence model is scored at every position of a window: windows block_size

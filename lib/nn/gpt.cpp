@@ -186,27 +186,30 @@ void GptImpl::reset_parameters() {
   if (head_) head_->weight.normal_(0.0, kInitStd);
 }
 
+at::Tensor GptImpl::embed(const torch::Tensor& tokens, int64_t first_position) {
+  const auto positions = at::arange(first_position, first_position + tokens.size(1),
+                                    tokens.options().dtype(at::kLong));
+  return token_embedding_->forward(tokens) + position_embedding_->forward(positions);  // (B, T, C)
+}
+
+at::Tensor GptImpl::head(const torch::Tensor& x) {
+  const auto& w = head_ ? head_->weight : token_embedding_->weight;  // (V, C): tied or its own
+  return kiln::ops::linear(norm_->forward(x), w, std::nullopt);
+}
+
 torch::Tensor GptImpl::forward(torch::Tensor tokens) {
   TORCH_CHECK(tokens.dim() == 2, "Gpt: expected tokens (B, T), got ", tokens.sizes());
   const int64_t b = tokens.size(0), t = tokens.size(1), c = options.width();
   TORCH_CHECK(t >= 1 && t <= options.block_size(), "Gpt: expected 1..", options.block_size(),
               " positions (block_size), got ", t);
-  const auto positions = at::arange(t, tokens.options().dtype(at::kLong));
-  auto x = token_embedding_->forward(tokens) + position_embedding_->forward(positions);  // (B, T, C)
-  x = maybe_dropout(x, options.dropout(), is_training());
-  const int64_t n = options.layers(), every = options.checkpoint_every();
-  for (int64_t begin = 0; begin < n; begin += every > 0 ? every : n) {
-    const int64_t end = every > 0 ? std::min(n, begin + every) : n;
-    auto run = [blocks = blocks_, begin, end](const at::Tensor& h) mutable {
-      at::Tensor y = h;
-      for (int64_t i = begin; i < end; ++i) y = blocks[i]->as<GptBlockImpl>()->forward(y);
-      return y;
-    };
-    x = every > 0 ? checkpoint(run, x) : run(x);
-  }
-  x = norm_->forward(x).reshape({b * t, c});
-  const auto& w = head_ ? head_->weight : token_embedding_->weight;  // (V, C)
-  return kiln::ops::linear(x, w, std::nullopt).view({b, t, options.vocab_size()});
+  auto x = maybe_dropout(embed(tokens, 0), options.dropout(), is_training());  // (B, T, C)
+  x = checkpoint_segments(options.layers(), options.checkpoint_every(), x,
+                          [blocks = blocks_](int64_t begin, int64_t end, const at::Tensor& h) mutable {
+                            at::Tensor y = h;
+                            for (int64_t i = begin; i < end; ++i) y = blocks[i]->as<GptBlockImpl>()->forward(y);
+                            return y;
+                          });
+  return head(x.reshape({b * t, c})).view({b, t, options.vocab_size()});
 }
 
 torch::Tensor GptImpl::decode(const torch::Tensor& tokens, KvCache& cache) {
@@ -217,13 +220,10 @@ torch::Tensor GptImpl::decode(const torch::Tensor& tokens, KvCache& cache) {
   TORCH_CHECK(cache.length == 0 || t == 1, "Gpt::decode: a filled cache takes one token a call, got ", t);
   TORCH_CHECK(cache.length + t <= options.block_size(), "Gpt::decode: ", cache.length, " + ", t,
               " positions pass block_size ", options.block_size());
-  const auto positions = at::arange(cache.length, cache.length + t, tokens.options().dtype(at::kLong));
-  auto x = token_embedding_->forward(tokens) + position_embedding_->forward(positions);  // (B, T, C)
+  auto x = embed(tokens, cache.length);  // (B, T, C)
   for (size_t i = 0; i < blocks_->size(); ++i) x = blocks_[i]->as<GptBlockImpl>()->forward(x, &cache, i);
   cache.length += t;
-  x = norm_->forward(x.select(1, t - 1));  // (B, C): only the last position predicts
-  const auto& w = head_ ? head_->weight : token_embedding_->weight;
-  return kiln::ops::linear(x, w, std::nullopt);  // (B, V)
+  return head(x.select(1, t - 1));  // (B, V): only the last position predicts
 }
 
 void GptImpl::pretty_print(std::ostream& stream) const {

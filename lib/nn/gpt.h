@@ -92,6 +92,11 @@ class GptImpl : public torch::nn::Cloneable<GptImpl>, public OutputHead {
   GptOptions options;
 
  private:
+  /// Token plus position embeddings of tokens (B, T) at positions first_position… → (B, T, C).
+  at::Tensor embed(const torch::Tensor& tokens, int64_t first_position);
+  /// The final norm and the head: (…, C) → logits (…, V).
+  at::Tensor head(const torch::Tensor& x);
+
   torch::nn::Embedding token_embedding_{nullptr}, position_embedding_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
   Norm norm_{nullptr};

@@ -122,13 +122,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   // Data, with the input transform fitted on the training split; a resumed run
   // applies the one its checkpoint saved (data.json), even if the files changed.
   std::optional<data::DataSchema> saved;
-  if (!spec.resume_checkpoint.empty())
-    if (const auto text = read_checkpoint_file(spec.resume_checkpoint, kDataFile)) {
-      const auto path = (fs::path(spec.resume_checkpoint) / kDataFile).string();
-      const auto j = nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded()) throw InputError(c10::str(path, ": expected JSON, found none"));
-      saved = data::DataSchema::from_json(j, path);
-    }
+  if (!spec.resume_checkpoint.empty()) saved = read_data_schema(spec.resume_checkpoint);
   // A sequence model (gpt) takes token ids and learns every position's next token.
   auto data_options = spec.data;
   data_options.sequence(nn::takes_tokens(spec.model.name));
@@ -489,6 +483,15 @@ TrainResult Run::run() {
 }
 
 }  // namespace
+
+std::optional<data::DataSchema> read_data_schema(const std::string& checkpoint_dir) {
+  const auto text = read_checkpoint_file(checkpoint_dir, kDataFile);
+  if (!text) return std::nullopt;
+  const auto path = (fs::path(checkpoint_dir) / kDataFile).string();
+  const auto j = nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw InputError(c10::str(path, ": expected JSON, found none"));
+  return data::DataSchema::from_json(j, path);
+}
 
 TrainResult train(const RunSpec& spec, TrainObserver& observer) {
   Run run(spec, observer);

@@ -86,6 +86,12 @@ using data::DataOptions;
 /// every checkpoint; model.safetensors carries it too, as metadata "kiln.data".
 inline constexpr const char* kDataFile = "data.json";
 
+/// The data schema a checkpoint carries (its data.json, checked against the manifest),
+/// or nullopt for a checkpoint written before it had one; a file that is not a valid
+/// schema throws kiln::InputError naming it.
+/// Example: if (auto schema = kiln::train::read_data_schema(dir)) …
+std::optional<data::DataSchema> read_data_schema(const std::string& checkpoint_dir);
+
 struct RunSpec {
   std::string run_dir;
   /// The resolved config as TOML, written to run_dir/config.toml when the run
