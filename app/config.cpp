@@ -11,6 +11,7 @@
 #include "optim/factory.h"
 #include "optim/schedule.h"
 #include "train/amp.h"
+#include "train/profiler.h"
 
 #include <algorithm>
 #include <charconv>
@@ -143,11 +144,21 @@ void for_each_key(C& c, V&& v) {
     "cuda: release cached blocks every N steps; 0 = never");
   v("memory", "history", c.memory.history,
     "cuda: record allocations and write memory_snapshot.pickle (PyTorch's memory viz)");
+  v("profile", "steps", c.profile.steps,
+    "profile steps A:B (1-based, inclusive) with PyTorch's profiler: RUN/profile/trace.json and "
+    "top_ops.txt; \"\" = off");
+  v("profile", "memory", c.profile.memory, "profile: record allocations (the memory table)");
+  v("profile", "shapes", c.profile.shapes, "profile: record each operator's input shapes");
+  v("profile", "stack", c.profile.stack, "profile: record each operator's C++ call stack (large traces)");
+  v("profile", "top", c.profile.top, "profile: rows in each table of top_ops.txt");
+  v("tensorboard", "histogram_every", c.tensorboard.histogram_every,
+    "steps between histograms of every weight and gradient in RUN/tb/; 0 = none");
 }
 
 const std::vector<std::string>& sections() {
   static const std::vector<std::string> s = {"run",   "data",       "model", "optim",
-                                             "schedule", "train", "checkpoint", "memory"};
+                                             "schedule", "train", "checkpoint", "memory",
+                                             "profile", "tensorboard"};
   return s;
 }
 
@@ -517,6 +528,13 @@ void validate(const Config& c) {
   non_negative("memory.report_every", c.memory.report_every);
   in_range("memory.fraction", c.memory.fraction, 0, false, 1, false, "a number in [0, 1]");
   non_negative("memory.empty_cache_every", c.memory.empty_cache_every);
+  try {
+    train::parse_profile_steps(c.profile.steps, "profile.steps");
+  } catch (const InputError&) {
+    fail("profile.steps", "\"A:B\" (steps A to B, 1 <= A <= B) or \"\" (off)", "\"" + c.profile.steps + "\"");
+  }
+  positive("profile.top", c.profile.top);
+  non_negative("tensorboard.histogram_every", c.tensorboard.histogram_every);
 }
 
 std::string to_toml(const Config& c) {

@@ -104,6 +104,16 @@ struct Config {
     int64_t empty_cache_every = 0;
     bool history = false;
   } memory;
+  struct Profile {
+    std::string steps;
+    bool memory = true;
+    bool shapes = true;
+    bool stack = false;
+    int64_t top = 20;
+  } profile;
+  struct TensorBoard {
+    int64_t histogram_every = 0;
+  } tensorboard;
 
   /// Where each key's value came from ("FILE:LINE" or "--set"), for error messages.
   std::map<std::string, std::string> origin;

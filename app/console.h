@@ -1,28 +1,47 @@
 // What `kiln train` shows on the console: a live progress bar on a terminal,
-// plain lines when the output is piped.
+// plain lines when the output is piped, only the result with --quiet, and JSON
+// lines with --log-format=json.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include "interrupt.h"
 #include "train/trainer.h"
 
 namespace kiln::app {
 
+enum class ConsoleMode {
+  kLive,   // a terminal: the bar redrawn in place, a line per epoch
+  kPlain,  // piped: a line per epoch
+  kQuiet,  // --quiet: nothing while training (the result only)
+  kJson,   // --log-format=json: one JSON object per line, for programs
+};
+
+/// The mode for a run's flags and its stdout (a terminal or not).
+/// Example: auto mode = console_mode(quiet, "json", isatty(1));
+ConsoleMode console_mode(bool quiet, const std::string& log_format, bool terminal);
+
+/// Writes `event` as one JSON line ({"event": name, …fields}) on stdout and flushes.
+void print_json_event(const std::string& name, nlohmann::ordered_json fields);
+
 class ConsoleObserver : public train::TrainObserver {
  public:
-  explicit ConsoleObserver(bool live);
+  explicit ConsoleObserver(ConsoleMode mode);
   void on_start(const std::string& summary) override;
   void on_step(const train::StepReport& r) override;
   void on_eval(const train::EvalReport& r) override;
   void on_checkpoint(const std::string& dir, int64_t step) override;
   void on_memory(const train::MemoryReport& r) override;
+  void on_profile(const train::ProfileReport& r) override;
   /// The first SIGINT/SIGTERM since this observer was made (its InterruptGuard).
   int stop_requested() override { return interrupt_.requested(); }
 
  private:
   InterruptGuard interrupt_;
   void clear_bar();
-  bool live_;
+  ConsoleMode mode_;
   bool bar_shown_ = false;
   double last_draw_ = -1.0;
+  std::string last_metric_;  // the bar's "test_accuracy 88.73%" once a test ran
 };
 
 /// "test_accuracy 88.73%" or "test_rmse 0.5120  test_r2 0.8012", in the

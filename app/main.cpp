@@ -45,6 +45,12 @@ int train_main(int argc, char** argv) {
       ("resume", "continue a run: a run directory (its newest checkpoint), a checkpoint "
                  "directory, or 'latest' (the most recent run under ./runs)",
        cxxopts::value<std::string>())
+      ("profile", "profile steps A:B with PyTorch's profiler (RUN/profile/): \"steps=A:B\" or \"A:B\", "
+                  "optionally with other profile keys, e.g. \"steps=101:105,memory=false\"",
+       cxxopts::value<std::string>())
+      ("quiet", "print the result only (no progress, no per-epoch lines)")
+      ("log-format", "console output: text, or json (one JSON object per line, for programs)",
+       cxxopts::value<std::string>()->default_value("text"))
       ("print-config", "print the resolved config and exit")
       ("h,help", "show this help");
   options.parse_positional({"config"});
@@ -60,7 +66,21 @@ int train_main(int argc, char** argv) {
   if (args.count("set")) cmd.overrides = args["set"].as<std::vector<std::string>>();
   if (args.count("run-dir")) cmd.run_dir = args["run-dir"].as<std::string>();
   if (args.count("resume")) cmd.resume_dir = args["resume"].as<std::string>();
+  if (args.count("profile")) {
+    // --profile SPEC is a shorthand for --set profile.KEY=VALUE, after the --set ones.
+    const auto spec = args["profile"].as<std::string>();
+    size_t start = 0;
+    while (start <= spec.size()) {
+      const auto comma = std::min(spec.find(',', start), spec.size());
+      const auto part = spec.substr(start, comma - start);
+      const bool keyed = part.find('=') != std::string::npos;
+      cmd.overrides.push_back(keyed ? "profile." + part : "profile.steps=\"" + part + "\"");
+      start = comma + 1;
+    }
+  }
   cmd.print_config = args.count("print-config") > 0;
+  cmd.quiet = args.count("quiet") > 0;
+  cmd.log_format = args["log-format"].as<std::string>();
   return kiln::app::run_train(cmd);
 }
 

@@ -114,6 +114,9 @@ train::RunSpec to_run_spec(const Config& c) {
       .fraction(c.memory.fraction)
       .empty_cache_every(c.memory.empty_cache_every)
       .history(c.memory.history);
+  spec.profile = train::parse_profile_steps(c.profile.steps, "profile.steps");
+  spec.profile.memory(c.profile.memory).shapes(c.profile.shapes).stack(c.profile.stack).top(c.profile.top);
+  spec.tensorboard.histogram_every(c.tensorboard.histogram_every);
   return spec;
 }
 
@@ -156,7 +159,34 @@ std::string default_config_path() {
   return std::string(KILN_SOURCE_DIR) + "/" + local;
 }
 
+namespace {
+
+// The run's outcome as the last JSON line of --log-format=json.
+void print_json_result(const train::TrainResult& result, const fs::path& run_dir, const char* why) {
+  nlohmann::ordered_json fields = {{"run_dir", run_dir.string()}, {"steps", result.steps},
+                                   {"finished", result.finished}, {"seconds", result.seconds},
+                                   {"resumed_from", result.resumed_from},
+                                   {"last_checkpoint", result.last_checkpoint},
+                                   {"skipped_steps", result.skipped_steps}};
+  fields["stopped_by"] = why ? nlohmann::ordered_json(why) : nlohmann::ordered_json();
+  if (result.evaluated) {
+    fields["test_loss"] = result.test_loss;
+    for (const auto& [name, value] : result.metrics) fields["metrics"][name] = value;
+    for (const auto& [name, acc] : result.per_class_accuracy)
+      fields["per_class_accuracy"][name] = std::isnan(acc) ? nlohmann::ordered_json() : nlohmann::ordered_json(acc);
+    for (const auto& d : result.per_depth) {
+      auto& entry = fields["per_depth"][std::to_string(d.depth)];
+      entry["loss"] = d.loss;
+      for (const auto& [name, value] : d.metrics) entry[name] = value;
+    }
+  }
+  print_json_event("result", fields);
+}
+
+}  // namespace
+
 int run_train(const TrainCommand& cmd) {
+  const auto mode = console_mode(cmd.quiet, cmd.log_format, isatty(fileno(stdout)));
   Config config;
   fs::path run_dir;
   train::ResumeTarget resume;
@@ -213,14 +243,17 @@ int run_train(const TrainCommand& cmd) {
       run_dir = fs::path(config.run.dir) / (config.run.name + "-" + std::to_string(k));
     }
   }
-  std::printf("kiln train: run directory %s\n%s\n", run_dir.c_str(), resolved.c_str());
+  if (mode == ConsoleMode::kJson)
+    print_json_event("run", {{"run_dir", run_dir.string()}, {"config", resolved}});
+  else if (mode != ConsoleMode::kQuiet)
+    std::printf("kiln train: run directory %s\n%s\n", run_dir.c_str(), resolved.c_str());
 
   auto spec = to_run_spec(config);
   spec.run_dir = run_dir.string();
   spec.config_toml = resolved;
   spec.resume_checkpoint = resume.checkpoint_dir;
   spec.init_from = config.model.init_from;
-  ConsoleObserver console(isatty(fileno(stdout)));
+  ConsoleObserver console(mode);
   train::TrainResult result;
   try {
     result = train::train(spec, console);
@@ -240,6 +273,13 @@ int run_train(const TrainCommand& cmd) {
     }
     throw;
   }
+  const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
+                    : result.finished     ? nullptr
+                                          : "train.max_steps";
+  if (mode == ConsoleMode::kJson) {
+    print_json_result(result, run_dir, why);
+    return result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;
+  }
   if (result.resumed_from > 0)
     std::printf("resumed at step %lld\n", static_cast<long long>(result.resumed_from));
   if (result.superseded_checkpoints > 0)
@@ -247,9 +287,6 @@ int run_train(const TrainCommand& cmd) {
                 "*.superseded.jsonl\n",
                 static_cast<long long>(result.superseded_checkpoints), run_dir.c_str(),
                 train::kSupersededDir);
-  const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
-                    : result.finished     ? nullptr
-                                          : "train.max_steps";
   if (result.evaluated) {
     const auto& m = result.metrics;
     char measured[96];

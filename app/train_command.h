@@ -17,6 +17,8 @@ struct TrainCommand {
   std::string run_dir;              // empty: run.dir/run.name
   std::string resume_dir;           // non-empty: continue that run
   bool print_config = false;        // print the resolved config and stop
+  bool quiet = false;               // print the result only
+  std::string log_format = "text";  // text or json (one JSON object per line)
 };
 
 /// Runs the command; returns the process exit code. Bad input throws

@@ -91,6 +91,15 @@ train cuda_to_cpu "$runs/cuda_to_cpu" --resume "$runs/cuda_to_cpu" --set train.d
   --set train.precision=fp32 --set train.max_steps=0
 # The default config (784-512-256-10, 10 epochs) on CUDA: its test accuracy.
 train default_cuda "$runs/default_cuda" --run-dir "$runs/default_cuda" --set train.device=cuda
+# Its profiled steps (the default config's profile.steps) with CUDA activities: the
+# GPU kernels' table must be there.
+prof="$runs/default_cuda/profile/top_ops.txt"
+grep -q "Top GPU kernels" "$prof" 2>/dev/null || train_rc=1
+{
+  echo "profile of default_cuda:"
+  sed -n '1,12p' "$prof" 2>/dev/null | sed 's/^/  /'
+  grep -A 8 "Top GPU kernels" "$prof" 2>/dev/null | sed 's/^/  /' || echo "  no GPU kernel table"
+} | tee -a "$out/summary.txt"
 # The loader on CUDA: the data set in host memory, each batch gathered into pinned
 # memory and copied non-blocking by the prefetching worker, against prefetch off.
 for p in 0 2; do

@@ -21,6 +21,7 @@
 #include "train/amp.h"
 #include "train/device.h"
 #include "train/evaluate.h"
+#include "train/histograms.h"
 #include "train/init_from.h"
 #include "util/error.h"
 #include "util/heap.h"
@@ -92,6 +93,7 @@ class Run {
   std::optional<Checkpointer> checkpointer_;
   std::optional<JsonLines> metrics_, memory_lines_;
   std::optional<tfevents::EventWriter> tb_;  // RUN/tb: every metrics.jsonl number for TensorBoard
+  std::optional<StepProfiler> profiler_;    // RUN/profile: spec.profile's steps
 
   TrainPosition pos_;
   TrainResult result_;
@@ -151,6 +153,10 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   batches_ = loader_->size();
   total_steps_ = opt_.epochs() * batches_;
   if (opt_.max_steps() > 0) total_steps_ = std::min(total_steps_, opt_.max_steps());
+
+  // A window after the run's last step (a config's window, a short run of it) profiles
+  // nothing; the run's summary says so.
+  profiler_.emplace(spec.profile, (fs::path(spec.run_dir) / "profile").string(), device_);
 
   auto model_spec = spec.model;
   nn::fit_to_data(model_spec, schema.input_shape, data::model_input_size(schema), schema.outputs,
@@ -225,10 +231,12 @@ void Run::step(const data::Batch& batch) {
   const int64_t micro = (rows + opt_.accumulate() - 1) / opt_.accumulate();
   const auto xs = batch.x.split(micro), ys = batch.y.split(micro);
   double loss = 0.0;
+  const bool traced = profiler_->recording();  // the loop's phases as the trace's user scopes
   for (size_t i = 0; i < xs.size(); ++i) {
     ActivationProbe probe(device_);
     at::Tensor part;
     {
+      PhaseScope phase(traced, "forward");
       AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
       const auto out = model_.forward(data::model_inputs(xs[i], data_.schema));
       if (data_.schema.task == data::Task::kRegression)
@@ -240,11 +248,15 @@ void Run::step(const data::Batch& batch) {
     }
     probe.forward_done();
     const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
-    scaler_.scale(weight == 1.0 ? part : part * weight).backward();
+    {
+      PhaseScope phase(traced, "backward");
+      scaler_.scale(weight == 1.0 ? part : part * weight).backward();
+    }
     activation_peak_ = std::max(activation_peak_, probe.bytes());
     loss += weight * part.item<double>();
   }
 
+  std::optional<PhaseScope> clip_phase(std::in_place, traced, "clip");
   scaler_.unscale_(*optimizer_);  // no-op without loss scaling
   if (opt_.clip_norm() > 0) {
     grad_norm_ = optim::clip_grad_norm(module_->parameters(), opt_.clip_norm()).item<double>();
@@ -262,6 +274,8 @@ void Run::step(const data::Batch& batch) {
         "the training loss became ", loss, " (gradient norm ", grad_norm_, ") at step ",
         pos_.step + 1, "; first non-finite: ", first_non_finite(*module_),
         ". Lower optim.lr, set optim.clip_norm, or check the data; the last checkpoint is kept"));
+  clip_phase.reset();
+  PhaseScope phase(traced, "optimizer");
   scaler_.step(*optimizer_);
   scaler_.update();
   schedule_->step();
@@ -269,6 +283,7 @@ void Run::step(const data::Batch& batch) {
 }
 
 void Run::evaluate_now() {
+  PhaseScope phase(profiler_->recording(), "evaluate");
   module_->eval();
   const auto ev = evaluate([this](const at::Tensor& x) { return forward(x); }, data_.test.x,
                            data_.test.y, opt_.eval_batch_size(), device_, data_.schema);
@@ -328,6 +343,7 @@ void Run::evaluate_now() {
 
 void Run::save(bool with_metrics) {
   if (saved_step_ == pos_.step) return;
+  PhaseScope phase(profiler_->recording(), "checkpoint");
   Metrics metrics;
   if (with_metrics && evaluated_step_ == pos_.step)
   {
@@ -381,6 +397,15 @@ TrainResult Run::run() {
     if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
     s << ", " << spec_.optim.name << ", " << plan_.name << ", " << at::get_num_threads()
       << " threads, device " << device_;
+    const auto& profile = spec_.profile;
+    if (profile.first() > 0 && profile.last() > pos_.step) {
+      if (profile.first() > total_steps_)
+        s << "; profile.steps " << profile.first() << ":" << profile.last() << " lies after the run's "
+          << total_steps_ << " steps: nothing is profiled";
+      else
+        s << ", profiling steps " << std::max(profile.first(), pos_.step + 1) << ".."
+          << std::min(profile.last(), total_steps_) << " (RUN/profile/)";
+    }
     log::info(s.str());
     log::info(heap::policy());
     observer_.on_start(s.str());
@@ -408,7 +433,15 @@ TrainResult Run::run() {
   for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
     batches.start(pos_.epoch, pos_.batch);
     while (pos_.batch < batches_) {
-      const auto batch = batches.next();
+      profiler_->begin_step(pos_.step + 1);
+      // In the trace, each step is a scope named as PyTorch's profiler names them.
+      std::optional<PhaseScope> step_scope(std::in_place, profiler_->recording(),
+                                           "ProfilerStep#" + std::to_string(pos_.step + 1));
+      data::Batch batch;
+      {
+        PhaseScope phase(profiler_->recording(), "data");
+        batch = batches.next();
+      }
       try {
         step(batch);
       } catch (const c10::OutOfMemoryError& e) {
@@ -443,6 +476,9 @@ TrainResult Run::run() {
         window_samples_ = 0;
       }
       observer_.on_step(r);
+      const auto& tb = spec_.tensorboard;
+      if (tb.histogram_every() > 0 && pos_.step % tb.histogram_every() == 0)
+        write_histograms(*tb_, *module_, pos_.step);
       const bool epoch_end = pos_.batch == batches_;
       if (opt_.eval_every() > 0 && pos_.step % opt_.eval_every() == 0 && !epoch_end) {
         evaluate_now();
@@ -453,6 +489,8 @@ TrainResult Run::run() {
       if (mem.report_every() > 0 && pos_.step % mem.report_every() == 0) report_memory();
       if (device_.is_cuda() && mem.empty_cache_every() > 0 && pos_.step % mem.empty_cache_every() == 0)
         empty_cuda_cache();
+      step_scope.reset();  // closed before the profiler may stop
+      if (auto profile = profiler_->end_step(pos_.step)) observer_.on_profile(*profile);
       if (const int stop = observer_.stop_requested()) {
         result_.interrupted_by = stop;
         log::info(c10::str("signal ", result_.interrupted_by, ": stopping after step ", pos_.step));
@@ -469,6 +507,7 @@ TrainResult Run::run() {
     if (!best_metric_.empty()) save(true);
   }
   batches.stop();  // joins the worker, which may be waiting with a full queue
+  if (auto profile = profiler_->finish(pos_.step)) observer_.on_profile(*profile);  // the run ended inside the window
 
   result_.finished = pos_.epoch >= opt_.epochs();
   result_.steps = pos_.step;

@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/memory.h"
+#include "train/profiler.h"
 
 namespace kiln::train {
 
@@ -80,6 +81,11 @@ struct MemoryOptions {
   TORCH_ARG(bool, history) = false;
 };
 
+struct TensorBoardOptions {
+  /// Steps between histograms of every weight and gradient in RUN/tb/; 0 = none.
+  TORCH_ARG(int64_t, histogram_every) = 0;
+};
+
 using data::DataOptions;
 
 /// The data schema's file (data::DataSchema as JSON) in a run directory and in
@@ -109,6 +115,9 @@ struct RunSpec {
   TrainOptions train;
   CheckpointSpec checkpoint;
   MemoryOptions memory;
+  /// Steps to record with the profiler (RUN/profile/); first 0 records none.
+  ProfileOptions profile;
+  TensorBoardOptions tensorboard;
 };
 
 struct StepReport {
@@ -158,6 +167,8 @@ class TrainObserver {
   virtual void on_eval(const EvalReport& r) {}
   virtual void on_checkpoint(const std::string& dir, int64_t step) {}
   virtual void on_memory(const MemoryReport& r) {}
+  /// A profiled window ended: its trace and tables are written (r.text holds the tables).
+  virtual void on_profile(const ProfileReport& r) {}
   /// Asked after every step: non-zero (the signal, SIGINT or SIGTERM, that asks for
   /// it) ends the run after that step with a checkpoint, in result.interrupted_by.
   /// The app answers it from its signal handlers; lib/ installs none.

@@ -75,28 +75,60 @@ std::string frame(std::string_view record) {
   return out;
 }
 
+namespace {
+
+void double_field(std::string& out, int field, double v) {
+  key(out, field, 1);
+  fixed(out, v);
+}
+
+void packed_doubles(std::string& out, int field, const std::vector<double>& values) {
+  std::string packed;
+  for (const double v : values) fixed(packed, v);
+  bytes_field(out, field, packed);
+}
+
+std::string event_with_summary(double wall_time, int64_t step, const std::string& value) {
+  std::string summary;
+  bytes_field(summary, 1, value);
+  std::string e;
+  double_field(e, 1, wall_time);
+  key(e, 2, 0);
+  varint(e, static_cast<uint64_t>(step));
+  bytes_field(e, 5, summary);
+  return e;
+}
+
+}  // namespace
+
 std::string file_version_event(double wall_time) {
   std::string e;
-  key(e, 1, 1);
-  fixed(e, wall_time);
+  double_field(e, 1, wall_time);
   bytes_field(e, 3, "brain.Event:2");
   return e;
 }
 
 std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
-  std::string v;  // Summary.Value
+  std::string v;  // Summary.Value: tag (1), simple_value (2)
   bytes_field(v, 1, tag);
   key(v, 2, 5);
   fixed(v, value);
-  std::string summary;
-  bytes_field(summary, 1, v);
-  std::string e;
-  key(e, 1, 1);
-  fixed(e, wall_time);
-  key(e, 2, 0);
-  varint(e, static_cast<uint64_t>(step));
-  bytes_field(e, 5, summary);
-  return e;
+  return event_with_summary(wall_time, step, v);
+}
+
+std::string histogram_event(double wall_time, int64_t step, std::string_view tag, const Histogram& h) {
+  std::string histo;  // HistogramProto
+  double_field(histo, 1, h.min);
+  double_field(histo, 2, h.max);
+  double_field(histo, 3, h.num);
+  double_field(histo, 4, h.sum);
+  double_field(histo, 5, h.sum_squares);
+  packed_doubles(histo, 6, h.bucket_limit);
+  packed_doubles(histo, 7, h.bucket);
+  std::string v;  // Summary.Value: tag (1), histo (5)
+  bytes_field(v, 1, tag);
+  bytes_field(v, 5, histo);
+  return event_with_summary(wall_time, step, v);
 }
 
 std::string session_start_event(double wall_time, int64_t step) {
@@ -104,8 +136,7 @@ std::string session_start_event(double wall_time, int64_t step) {
   key(log, 1, 0);
   varint(log, 1);
   std::string e;
-  key(e, 1, 1);
-  fixed(e, wall_time);
+  double_field(e, 1, wall_time);
   key(e, 2, 0);
   varint(e, static_cast<uint64_t>(step));
   bytes_field(e, 7, log);  // Event.session_log (6 is the deprecated log_message)
@@ -125,6 +156,10 @@ EventWriter::EventWriter(const std::string& dir) {
   out_.open(path_, std::ios::binary | std::ios::app);
   if (!out_) throw InputError(path_ + ": cannot open for writing");
   out_ << frame(file_version_event(t));
+}
+
+void EventWriter::histogram(std::string_view tag, int64_t step, const Histogram& h) {
+  out_ << frame(histogram_event(now(), step, tag, h));
 }
 
 void EventWriter::scalar(std::string_view tag, int64_t step, float value) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::tfevents {
 
@@ -31,6 +32,17 @@ std::string file_version_event(double wall_time);
 /// simple_value (2, float).
 std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value);
 
+/// A HistogramProto (tensorflow/core/framework/summary.proto): the values' min, max,
+/// count, sum and sum of squares, and the buckets as right edges (bucket_limit) with
+/// their counts (bucket).
+struct Histogram {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit, bucket;
+};
+
+/// An Event with step and a Summary of one Value: tag (1) and histo (5).
+std::string histogram_event(double wall_time, int64_t step, std::string_view tag, const Histogram& h);
+
 /// An Event whose session_log (field 7) says START at `step`: TensorBoard's readers
 /// then drop the events of a step ≥ `step` read before it (a run resumed from an
 /// earlier checkpoint re-does those steps).
@@ -42,6 +54,7 @@ class EventWriter {
  public:
   explicit EventWriter(const std::string& dir);
   void scalar(std::string_view tag, int64_t step, float value);
+  void histogram(std::string_view tag, int64_t step, const Histogram& h);
   /// Marks a restart at `step` (session_start_event).
   void restart(int64_t step);
   /// Every number of a metrics.jsonl line as a scalar "<prefix>/<key>" at its "step"

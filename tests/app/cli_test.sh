@@ -220,5 +220,34 @@ expect 2 "CHECKPOINT: expected a checkpoint directory" -- sample "$tmp/nowhere"
 expect 2 "model.embed: expected a multiple of model.heads \(6\), found 100" -- train configs/gpt_char.toml --set model.embed=100
 expect 2 "model.name = \"gpt\": expected text" -- train configs/tiny.toml --set model.name=gpt --run-dir "$tmp/gpt_img"
 
+# The profiler: a window of steps, its files, and a console free of Kineto's own messages.
+checks=$((checks + 1))
+out="$("$kiln" train configs/tiny.toml --run-dir "$tmp/prof" --set data.train_limit=640 --profile steps=3:4,top=5 2>"$tmp/prof.err")"
+if [[ $? -ne 0 || -s "$tmp/prof.err" || ! -s "$tmp/prof/profile/trace.json" ]] || ! grep -q "Top operators by self CPU time" <<<"$out"; then
+  failures=$((failures + 1)); echo "FAIL: --profile 3:4: exit, stderr or files wrong:"; cat "$tmp/prof.err" | head -5
+fi
+expect 2 "profile.steps: expected \"A:B\" \(steps A to B, 1 <= A <= B\) or \"\" \(off\), found \"5:3\"" -- train configs/tiny.toml --profile 5:3
+expect 0 "profile.steps 40:41 lies after the run's 32 steps: nothing is profiled" -- train configs/tiny.toml --profile 40:41 --run-dir "$tmp/prof_late"
+expect 2 "\-\-log-format: expected text or json, found \"xml\"" -- train configs/tiny.toml --log-format xml
+# --quiet prints the result alone; --log-format=json one JSON object per line, the result last.
+checks=$((checks + 1))
+out="$("$kiln" train configs/tiny.toml --run-dir "$tmp/quiet" --set data.train_limit=640 --quiet 2>&1)"
+if [[ $? -ne 0 || "$(wc -l <<<"$out")" -gt 2 ]] || ! grep -q "^final test accuracy" <<<"$out"; then
+  failures=$((failures + 1)); printf 'FAIL: --quiet printed:\n%s\n' "$out" | head -8
+fi
+checks=$((checks + 1))
+"$kiln" train configs/tiny.toml --run-dir "$tmp/json" --set data.train_limit=640 --log-format=json > "$tmp/json.out" 2>&1
+if [[ $? -ne 0 ]] || ! python3 -c '
+import json, sys
+events = [json.loads(line) for line in open(sys.argv[1])]
+kinds = [e["event"] for e in events]
+assert kinds[0] == "run" and kinds[1] == "start" and kinds[-1] == "result", kinds
+assert "eval" in kinds and "progress" in kinds, kinds
+result = events[-1]
+assert result["finished"] and result["steps"] == 10 and 0 < result["metrics"]["accuracy"] <= 1, result
+' "$tmp/json.out"; then
+  failures=$((failures + 1)); echo "FAIL: --log-format=json:"; head -5 "$tmp/json.out"
+fi
+
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]

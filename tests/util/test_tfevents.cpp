@@ -9,6 +9,7 @@
 #include "run_files.h"
 
 #include "support.h"
+#include "train/histograms.h"
 #include "util/tfevents.h"
 
 using namespace kiln::tfevents;
@@ -164,4 +165,64 @@ with open(sys.argv[2], "w") as out:
   REQUIRE(steps["test/accuracy"] == "10 20");                     // the two epochs' evaluations
   // metrics.jsonl agrees: the last test line's accuracy is what TensorBoard holds last.
   REQUIRE(kiln::test::last_test_line(run)["step"] == 20);
+}
+
+TEST_CASE("tensor_histogram: counts every finite value once, in equal buckets from min to max",
+          "[util][tfevents]") {
+  const auto x = at::tensor({0.0, 1.0, 1.0, 2.0, 3.0, 4.0, std::nan(""), INFINITY}, at::kDouble);
+  const auto h = kiln::train::tensor_histogram(x, 4);
+  REQUIRE(h.non_finite == 2);
+  REQUIRE(h.histogram.min == 0.0);
+  REQUIRE(h.histogram.max == 4.0);
+  REQUIRE(h.histogram.num == 6.0);
+  REQUIRE(h.histogram.sum == 11.0);
+  REQUIRE(h.histogram.sum_squares == 31.0);
+  REQUIRE(h.histogram.bucket_limit == std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  REQUIRE(h.histogram.bucket == std::vector<double>{1.0, 2.0, 1.0, 2.0});  // [0,1) [1,2) [2,3) [3,4]
+  const auto same = kiln::train::tensor_histogram(at::full({5}, 0.5), 64);  // one value: one bucket
+  REQUIRE(same.histogram.bucket == std::vector<double>{5.0});
+  REQUIRE(kiln::train::tensor_histogram(at::full({3}, NAN)).histogram.num == 0.0);
+}
+
+TEST_CASE("TensorBoard's reader reads histograms back; a run writes its weights' and gradients'",
+          "[train][tfevents][interop]") {
+  const auto py = kiln::test::python_or_skip("tensorboard.backend.event_processing.event_accumulator");
+  if (!py) return;
+  kiln::test::TempDir dir;
+  {
+    EventWriter w(dir / "tb");
+    Histogram h;
+    h.min = -1.0;
+    h.max = 3.0;
+    h.num = 10;
+    h.sum = 4.5;
+    h.sum_squares = 20.25;
+    h.bucket_limit = {0.0, 1.0, 3.0};
+    h.bucket = {2, 5, 3};
+    w.histogram("weights/w", 7, h);
+  }
+  const std::string run = dir / "run";
+  REQUIRE(kiln::test::train("configs/tiny.toml", run,
+                            {"data.train_limit=640", "train.threads=1", "tensorboard.histogram_every=4"}) == 0);
+  std::ofstream(dir / "read.py") << R"(import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+acc = EventAccumulator(sys.argv[1], size_guidance={"histograms": 0})
+acc.Reload()
+h = acc.Histograms("weights/w")[0]
+v = h.histogram_value
+print(h.step, v.min, v.max, v.num, v.sum, v.sum_squares, list(v.bucket_limit), list(v.bucket))
+assert h.step == 7 and (v.min, v.max, v.num, v.sum, v.sum_squares) == (-1.0, 3.0, 10.0, 4.5, 20.25)
+assert list(v.bucket_limit) == [0.0, 1.0, 3.0] and list(v.bucket) == [2.0, 5.0, 3.0]
+run = EventAccumulator(sys.argv[2], size_guidance={"histograms": 0})
+run.Reload()
+tags = run.Tags()["histograms"]
+for t in ("weights/layers.0.weight", "grads/layers.0.weight", "weights/layers.1.bias", "grads/layers.1.bias"):
+    assert t in tags, (t, tags)
+    steps = [e.step for e in run.Histograms(t)]
+    assert steps == [4, 8], (t, steps)
+    assert all(e.histogram_value.num > 0 for e in run.Histograms(t))
+print("ok")
+)";
+  const std::string cmd = *py + " " + (dir / "read.py") + " " + (dir / "tb") + " " + run + "/tb";
+  REQUIRE(std::system(cmd.c_str()) == 0);
 }
