@@ -435,8 +435,8 @@ TrainResult Run::run() {
     while (pos_.batch < batches_) {
       profiler_->begin_step(pos_.step + 1);
       // In the trace, each step is a scope named as PyTorch's profiler names them.
-      std::optional<PhaseScope> step_scope(std::in_place, profiler_->recording(),
-                                           "ProfilerStep#" + std::to_string(pos_.step + 1));
+      std::optional<PhaseScope> step_scope;
+      if (profiler_->recording()) step_scope.emplace(true, "ProfilerStep#" + std::to_string(pos_.step + 1));
       data::Batch batch;
       {
         PhaseScope phase(profiler_->recording(), "data");
