@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "nn/trace.h"
 #include "ops/ops.h"
 
 namespace kiln::nn {
@@ -47,7 +48,7 @@ torch::Tensor Activation::linear_then(LinearImpl& layer, const torch::Tensor& x)
   if (options_.name() != "gelu") return apply(layer.forward(x));
   // One pass over the layer's output instead of two (the GELU in cuBLASLt's epilogue on CUDA).
   const auto& b = layer.bias;
-  return kiln::ops::linear_gelu(x, layer.weight, b.defined() ? std::optional<torch::Tensor>(b) : std::nullopt);
+  return traced(layer, kiln::ops::linear_gelu(x, layer.weight, b.defined() ? std::optional<torch::Tensor>(b) : std::nullopt));
 }
 
 torch::Tensor LayerRule::operator()(LinearImpl& layer, const torch::Tensor& x) const {

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "nn/trace.h"
+
 namespace kiln::nn {
 
 ConvNetImpl::ConvNetImpl(ConvNetOptions options_) : options(std::move(options_)) {
@@ -80,8 +82,8 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   if (options.channels_last()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
   const auto& pools = options.pool_after();
   for (size_t i = 0; i < convs_->size(); ++i) {
-    x = convs_[i]->as<torch::nn::Conv2d>()->forward(x);
-    x = act.apply(norms_[i]->as<torch::nn::BatchNorm2d>()->forward(x));  // (B, C_i, H_i, W_i)
+    x = traced(*convs_[i], convs_[i]->as<torch::nn::Conv2d>()->forward(x));
+    x = act.apply(traced(*norms_[i], norms_[i]->as<torch::nn::BatchNorm2d>()->forward(x)));  // (B, C_i, H_i, W_i)
     if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0)
       x = torch::max_pool2d(x, 2);
   }
@@ -90,7 +92,7 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   if (options.dropout() > 0.0)
     x = torch::nn::functional::dropout(
         x, torch::nn::functional::DropoutFuncOptions().p(options.dropout()).training(is_training()));
-  return output_->forward(x);  // (B, out_features)
+  return traced(*this, output_->forward(x));  // (B, out_features)
 }
 
 void ConvNetImpl::pretty_print(std::ostream& stream) const {

@@ -5,6 +5,7 @@
 #include <torch/nn/init.h>
 
 #include "nn/checkpoint.h"
+#include "nn/trace.h"
 
 namespace kiln::nn {
 
@@ -53,7 +54,7 @@ torch::Tensor DeepMlpImpl::forward(torch::Tensor x) {
                           [layers = layers_, rule](int64_t begin, int64_t end, const torch::Tensor& t) {
                             return rule.run(layers, begin, end, t);
                           });  // (B, width)
-  return output_->forward(x);  // (B, out_features)
+  return traced(*this, output_->forward(x));  // (B, out_features)
 }
 
 void DeepMlpImpl::pretty_print(std::ostream& stream) const {

@@ -10,6 +10,7 @@
 
 #include "data/loader.h"
 #include "nn/checkpoint.h"
+#include "nn/trace.h"
 
 namespace kiln::nn {
 
@@ -99,7 +100,7 @@ torch::Tensor DynamicMlpImpl::forward_at(torch::Tensor x, int64_t depth) {
                           [layers = layers_, rule](int64_t begin, int64_t end, const torch::Tensor& t) {
                             return rule.run(layers, begin, end, t);
                           });  // (B, width)
-  return output_->forward(x);  // (B, out_features)
+  return traced(*this, output_->forward(x));  // (B, out_features)
 }
 
 void DynamicMlpImpl::pretty_print(std::ostream& stream) const {

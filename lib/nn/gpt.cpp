@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "nn/checkpoint.h"
+#include "nn/trace.h"
 #include "ops/ops.h"
 
 namespace kiln::nn {
@@ -81,7 +82,8 @@ class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
     const int64_t heads = options.heads(), d = c / heads;
     const double p = is_training() ? options.dropout() : 0.0;
     // (B·T, 3C) → (3, B, heads, T, d)
-    const auto qkv = kiln::ops::linear(norm1->forward(x).reshape({b * t, c}), attn->weight, bias_of(*attn))
+    const auto qkv = traced(*attn, kiln::ops::linear(norm1->forward(x).reshape({b * t, c}), attn->weight,
+                                                     bias_of(*attn)))
                          .view({b, t, 3, heads, d})
                          .permute({2, 0, 3, 1, 4});
     auto q = qkv[0], k = qkv[1], v = qkv[2];  // (B, heads, T, d)
@@ -102,9 +104,9 @@ class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
     a = a.transpose(1, 2).reshape({b * t, c});
     a = maybe_dropout(proj->forward(a), p, is_training()).view({b, t, c});
     auto y = kiln::ops::scaled_add(a, x, 1.0);  // the residual stream
-    auto m = kiln::ops::linear_gelu(norm2->forward(y).reshape({b * t, c}), fc->weight, bias_of(*fc));
+    auto m = traced(*fc, kiln::ops::linear_gelu(norm2->forward(y).reshape({b * t, c}), fc->weight, bias_of(*fc)));
     m = maybe_dropout(out->forward(m), p, is_training()).view({b, t, c});
-    return kiln::ops::scaled_add(m, y, 1.0);
+    return traced(*this, kiln::ops::scaled_add(m, y, 1.0));
   }
 
   void pretty_print(std::ostream& stream) const override { stream << "kiln::nn::GptBlock"; }
@@ -130,8 +132,8 @@ void NormImpl::reset() {
 }
 
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
-  if (kind == "rmsnorm") return at::rms_norm(x, {width}, weight, kNormEps);
-  return at::layer_norm(x, {width}, weight, bias, kNormEps);
+  if (kind == "rmsnorm") return traced(*this, at::rms_norm(x, {width}, weight, kNormEps));
+  return traced(*this, at::layer_norm(x, {width}, weight, bias, kNormEps));
 }
 
 void NormImpl::pretty_print(std::ostream& stream) const {
@@ -189,12 +191,14 @@ void GptImpl::reset_parameters() {
 at::Tensor GptImpl::embed(const torch::Tensor& tokens, int64_t first_position) {
   const auto positions = at::arange(first_position, first_position + tokens.size(1),
                                     tokens.options().dtype(at::kLong));
-  return token_embedding_->forward(tokens) + position_embedding_->forward(positions);  // (B, T, C)
+  return traced(*token_embedding_, token_embedding_->forward(tokens)) +
+         traced(*position_embedding_, position_embedding_->forward(positions));  // (B, T, C)
 }
 
 at::Tensor GptImpl::head(const torch::Tensor& x) {
   const auto& w = head_ ? head_->weight : token_embedding_->weight;  // (V, C): tied or its own
-  return kiln::ops::linear(norm_->forward(x), w, std::nullopt);
+  const auto logits = kiln::ops::linear(norm_->forward(x), w, std::nullopt);
+  return head_ ? traced(*head_, logits) : logits;
 }
 
 torch::Tensor GptImpl::forward(torch::Tensor tokens) {
@@ -209,7 +213,7 @@ torch::Tensor GptImpl::forward(torch::Tensor tokens) {
                             for (int64_t i = begin; i < end; ++i) y = blocks[i]->as<GptBlockImpl>()->forward(y);
                             return y;
                           });
-  return head(x.reshape({b * t, c})).view({b, t, options.vocab_size()});
+  return traced(*this, head(x.reshape({b * t, c})).view({b, t, options.vocab_size()}));
 }
 
 torch::Tensor GptImpl::decode(const torch::Tensor& tokens, KvCache& cache) {

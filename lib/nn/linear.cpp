@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "nn/trace.h"
 #include "ops/ops.h"
 
 namespace kiln::nn {
@@ -34,7 +35,7 @@ void LinearImpl::reset_parameters() {
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  return kiln::ops::linear(x, weight, bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt);
+  return traced(*this, kiln::ops::linear(x, weight, bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt));
 }
 
 void LinearImpl::to(torch::Device device, bool non_blocking) {

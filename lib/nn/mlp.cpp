@@ -1,6 +1,8 @@
 // kiln::nn::Mlp: construction, initialisation and the forward pass.
 #include "nn/mlp.h"
 
+#include "nn/trace.h"
+
 namespace kiln::nn {
 
 MlpImpl::MlpImpl(MlpOptions options_) : options(std::move(options_)) {
@@ -36,7 +38,7 @@ torch::Tensor MlpImpl::forward(torch::Tensor x) {
   x = x.flatten(1);  // (B, in_features)
   const size_t last = layers_->size() - 1;
   for (size_t i = 0; i < last; ++i) x = rule(*layers_[i]->as<Linear>(), x);  // (B, hidden[i])
-  return layers_[last]->as<Linear>()->forward(x);  // (B, out_features)
+  return traced(*this, layers_[last]->as<Linear>()->forward(x));  // (B, out_features)
 }
 
 void MlpImpl::pretty_print(std::ostream& stream) const {
