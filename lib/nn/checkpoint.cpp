@@ -33,7 +33,8 @@ void set_generator_state(at::Generator g, const at::Tensor& state) {
 // The generators a segment can draw from — the CPU one and the default generator of
 // each other device among its inputs (Python's checkpoint picks the CUDA ones the
 // same way) — with their states at one moment. A backend whose default generator
-// is the CPU's (a test device) adds no second copy.
+// is the CPU's (a test device) adds no second copy, and a meta tensor (shape
+// inference, kiln summary) none at all: it has no values to draw, and no generator.
 struct RngState {
   std::vector<std::pair<at::Generator, at::Tensor>> states;
 
@@ -41,7 +42,7 @@ struct RngState {
     std::vector<at::Generator> generators = {at::detail::getDefaultCPUGenerator()};
     std::vector<at::Device> devices;
     for (const auto& t : inputs) {
-      if (t.is_cpu() || std::count(devices.begin(), devices.end(), t.device())) continue;
+      if (t.is_cpu() || t.is_meta() || std::count(devices.begin(), devices.end(), t.device())) continue;
       devices.push_back(t.device());
       // Through the device's hooks, so CPU-only builds link and never reach CUDA.
       auto g = at::globalContext().defaultGenerator(t.device());
