@@ -23,6 +23,7 @@
 #include "train/evaluate.h"
 #include "train/histograms.h"
 #include "train/init_from.h"
+#include "train/run_parts.h"
 #include "util/error.h"
 #include "util/heap.h"
 #include "util/tfevents.h"
@@ -125,10 +126,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   // applies the one its checkpoint saved (data.json), even if the files changed.
   std::optional<data::DataSchema> saved;
   if (!spec.resume_checkpoint.empty()) saved = read_data_schema(spec.resume_checkpoint);
-  // A sequence model (gpt) takes token ids and learns every position's next token.
-  auto data_options = spec.data;
-  data_options.sequence(nn::takes_tokens(spec.model.name));
-  data_ = data::load_data(data_options, saved ? &*saved : nullptr);
+  data_ = load_run_data(spec.data, spec.model.name, saved ? &*saved : nullptr);
   if (opt_.data_on_device()) {
     data_.train.x = data::to_device(data_.train.x, device_);  // (N, …)
     data_.train.y = data::to_device(data_.train.y, device_);  // (N) class ids, (N, outputs) targets, (N, T) tokens
@@ -158,22 +156,14 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   // nothing; the run's summary says so.
   profiler_.emplace(spec.profile, (fs::path(spec.run_dir) / "profile").string(), device_);
 
-  auto model_spec = spec.model;
-  nn::fit_to_data(model_spec, schema.input_shape, data::model_input_size(schema), schema.outputs,
-                  data::takes_tokens(schema));
-  model_ = nn::make_model(model_spec);
+  model_ = build_model(spec.model, schema);
   module_ = model_.ptr();
   if (!spec.init_from.empty() && spec.resume_checkpoint.empty()) {
     const int64_t n = init_from(*module_, spec.init_from);
     log::info(c10::str("initialised ", n, " tensors from ", spec.init_from));
   }
   module_->to(device_);
-  // Muon orthogonalises hidden matrices only: the output head the model names goes
-  // to its AdamW group.
-  auto optim_spec = spec.optim;
-  for (auto& name : nn::head_parameters(*module_))
-    optim_spec.muon_exclude.push_back(std::move(name));
-  optimizer_ = optim::make_optimizer(optim_spec, module_->named_parameters());
+  optimizer_ = build_optimizer(spec.optim, *module_);
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.
   schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
@@ -238,13 +228,7 @@ void Run::step(const data::Batch& batch) {
     {
       PhaseScope phase(traced, "forward");
       AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
-      const auto out = model_.forward(data::model_inputs(xs[i], data_.schema));
-      if (data_.schema.task == data::Task::kRegression)
-        part = at::mse_loss(out.to(at::kFloat), ys[i]);  // standardised targets
-      else if (out.dim() == 3)  // (B, T, V) logits of every position, (B, T) targets
-        part = kiln::ops::cross_entropy(out.reshape({-1, out.size(2)}), ys[i].reshape(-1));
-      else
-        part = kiln::ops::cross_entropy(out, ys[i]);
+      part = training_loss(model_.forward(data::model_inputs(xs[i], data_.schema)), ys[i], data_.schema);
     }
     probe.forward_done();
     const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
