@@ -92,6 +92,11 @@ ActivationProbe::ActivationProbe(c10::Device device) : device_(device) {
 
 void ActivationProbe::forward_done() {
   if (device_.is_cpu()) after_forward_ = heap_bytes_in_use() - start_;
+  if (device_.is_cuda()) {
+    const auto c = cuda_memory(device_.has_index() ? device_.index() : 0);
+    TORCH_CHECK(c, "ActivationProbe: the CUDA device went away");
+    after_forward_ = c->allocated_bytes - start_;
+  }
 }
 
 int64_t ActivationProbe::bytes() const {
@@ -102,6 +107,12 @@ int64_t ActivationProbe::bytes() const {
   }
   if (!device_.is_cpu()) return 0;
   TORCH_CHECK(after_forward_, "ActivationProbe: on CPU, call forward_done() after forward");
+  return std::max<int64_t>(0, *after_forward_);
+}
+
+int64_t ActivationProbe::forward_bytes() const {
+  if (!device_.is_cpu() && !device_.is_cuda()) return 0;
+  TORCH_CHECK(after_forward_, "ActivationProbe: call forward_done() after forward");
   return std::max<int64_t>(0, *after_forward_);
 }
 

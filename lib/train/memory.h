@@ -70,6 +70,9 @@ class ActivationProbe {
   void forward_done();
   /// Peak bytes above the start; on CPU, forward_done() must have been called.
   int64_t bytes() const;
+  /// Bytes held at forward_done() above the start, on CPU and CUDA: what forward keeps
+  /// for backward (on CPU the same as bytes()); 0 on another device type.
+  int64_t forward_bytes() const;
 
  private:
   c10::Device device_;
