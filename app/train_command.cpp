@@ -151,12 +151,36 @@ bool claim(const fs::path& dir) {
   return true;
 }
 
+// The overrides applied, validated, data paths made absolute, the device checked.
+void complete(Config& config, const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) apply_override(config, o);
+  validate(config);
+  // Data paths as given on this command line, made absolute in the run's config.toml,
+  // so `--resume` from another directory reads the same files.
+  for (auto* path : {&config.data.root, &config.data.train, &config.data.train_targets,
+                     &config.data.test, &config.data.test_targets, &config.model.init_from})
+    if (!path->empty() && fs::path(*path).is_relative()) *path = fs::absolute(*path).lexically_normal().string();
+  try {  // the device exists (lib/train resolves it again when the run starts)
+    train::resolve_device(config.train.device);
+  } catch (const InputError& e) {
+    const auto it = config.origin.find("train.device");
+    throw ConfigError((it == config.origin.end() ? std::string("default") : it->second) + ": " +
+                      e.what());
+  }
+}
+
 }  // namespace
 
 std::string default_config_path() {
   const std::string local = "configs/fashion_mlp.toml";
   if (fs::exists(local)) return local;
   return std::string(KILN_SOURCE_DIR) + "/" + local;
+}
+
+Config resolve_config(const std::string& config_path, const std::vector<std::string>& overrides) {
+  Config config = load_config(config_path.empty() ? default_config_path() : config_path);
+  complete(config, overrides);
+  return config;
 }
 
 namespace {
@@ -203,22 +227,9 @@ int run_train(const TrainCommand& cmd) {
       throw ConfigError(run_dir.string() + ": --resume: expected a run directory with "
                         "config.toml, found none");
     config = load_config((run_dir / "config.toml").string());
+    complete(config, cmd.overrides);
   } else {
-    config = load_config(cmd.config_path.empty() ? default_config_path() : cmd.config_path);
-  }
-  for (const auto& o : cmd.overrides) apply_override(config, o);
-  validate(config);
-  // Data paths as given on this command line, made absolute in the run's config.toml,
-  // so `--resume` from another directory reads the same files.
-  for (auto* path : {&config.data.root, &config.data.train, &config.data.train_targets,
-                     &config.data.test, &config.data.test_targets, &config.model.init_from})
-    if (!path->empty() && fs::path(*path).is_relative()) *path = fs::absolute(*path).lexically_normal().string();
-  try {  // the device exists (lib/train resolves it again when the run starts)
-    train::resolve_device(config.train.device);
-  } catch (const InputError& e) {
-    const auto it = config.origin.find("train.device");
-    throw ConfigError((it == config.origin.end() ? std::string("default") : it->second) + ": " +
-                      e.what());
+    config = resolve_config(cmd.config_path, cmd.overrides);
   }
   const std::string resolved = to_toml(config);
   if (cmd.print_config) {

@@ -30,6 +30,11 @@ int run_train(const TrainCommand& command);
 /// Example: const auto spec = to_run_spec(load_config("configs/gpt_char.toml"));
 train::RunSpec to_run_spec(const Config& config);
 
+/// The config `kiln train CONFIG --set …` trains: the file (empty: the default), the
+/// overrides applied, validated, data paths made absolute and train.device checked.
+/// Bad input throws kiln::InputError. Example: auto c = resolve_config("configs/tiny.toml", {"train.epochs=1"});
+Config resolve_config(const std::string& config_path, const std::vector<std::string>& overrides);
+
 /// The config used when none is named: configs/fashion_mlp.toml in the current
 /// directory, else the one in kiln's source tree.
 std::string default_config_path();
