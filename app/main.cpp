@@ -11,6 +11,7 @@
 #include "config.h"
 #include "export_command.h"
 #include "sample_command.h"
+#include "summary_command.h"
 #include "train_command.h"
 #include "util/heap.h"
 
@@ -25,6 +26,7 @@ constexpr const char* kUsage =
     "  train [CONFIG]   train a model from a TOML config (default configs/fashion_mlp.toml)\n"
     "  export CKPT      write a checkpoint's weights as safetensors, .npy files or a .pt file\n"
     "  sample CKPT      generate text with a trained gpt checkpoint\n"
+    "  summary [CONFIG] the model a config builds, module by module, and a training step's memory\n"
     "\n"
     "Options:\n"
     "  -h, --help       show this help\n"
@@ -52,6 +54,8 @@ int train_main(int argc, char** argv) {
       ("log-format", "console output: text, or json (one JSON object per line, for programs)",
        cxxopts::value<std::string>()->default_value("text"))
       ("print-config", "print the resolved config and exit")
+      ("dry-run", "print the model summary (as kiln summary) and the run directory, and exit "
+                  "without writing anything")
       ("h,help", "show this help");
   options.parse_positional({"config"});
   const auto args = options.parse(argc, argv);
@@ -81,6 +85,7 @@ int train_main(int argc, char** argv) {
   cmd.print_config = args.count("print-config") > 0;
   cmd.quiet = args.count("quiet") > 0;
   cmd.log_format = args["log-format"].as<std::string>();
+  cmd.dry_run = args.count("dry-run") > 0;
   return kiln::app::run_train(cmd);
 }
 
@@ -96,7 +101,8 @@ int run(int argc, char** argv) {
   if (!std::strcmp(argv[1], "train")) return train_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "export")) return kiln::app::export_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "sample")) return kiln::app::sample_main(argc - 1, argv + 1);
-  std::fprintf(stderr, "kiln: error: unknown command '%s'; valid commands: train, export, sample (see kiln --help)\n",
+  if (!std::strcmp(argv[1], "summary")) return kiln::app::summary_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "kiln: error: unknown command '%s'; valid commands: train, export, sample, summary (see kiln --help)\n",
                argv[1]);
   return 2;
 }

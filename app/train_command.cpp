@@ -17,6 +17,7 @@
 #include "config.h"
 #include "console.h"
 #include "interrupt.h"
+#include "summary_command.h"
 #include "train/device.h"
 #include "train/trainer.h"
 #include "util/log.h"
@@ -169,6 +170,9 @@ void complete(Config& config, const std::vector<std::string>& overrides) {
   }
 }
 
+// Whether a new run may claim `dir` (claim() would succeed), without touching it.
+bool is_free(const fs::path& dir) { return !has_trained(dir) && !fs::exists(dir / kRunMarker); }
+
 }  // namespace
 
 std::string default_config_path() {
@@ -234,6 +238,25 @@ int run_train(const TrainCommand& cmd) {
   const std::string resolved = to_toml(config);
   if (cmd.print_config) {
     std::fputs(resolved.c_str(), stdout);
+    return 0;
+  }
+  if (cmd.dry_run) {
+    // The directory the run would claim, found as below but without creating or
+    // claiming anything; then the summary of what it would train.
+    std::string would;
+    if (!cmd.resume_dir.empty()) {
+      would = "would continue in " + run_dir.string() + " from " + resume.checkpoint_dir;
+    } else if (!cmd.run_dir.empty()) {
+      if (!is_free(cmd.run_dir))
+        throw ConfigError(cmd.run_dir + ": already holds a run; continue it with --resume " + cmd.run_dir +
+                          ", or choose another --run-dir");
+      would = "run directory " + cmd.run_dir;
+    } else {
+      fs::path dir = fs::path(config.run.dir) / config.run.name;
+      for (int k = 2; !is_free(dir); ++k) dir = fs::path(config.run.dir) / (config.run.name + "-" + std::to_string(k));
+      would = "run directory " + dir.string();
+    }
+    print_summary(to_run_spec(config), "kiln train --dry-run: " + would + " (nothing written)");
     return 0;
   }
 

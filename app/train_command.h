@@ -19,6 +19,7 @@ struct TrainCommand {
   bool print_config = false;        // print the resolved config and stop
   bool quiet = false;               // print the result only
   std::string log_format = "text";  // text or json (one JSON object per line)
+  bool dry_run = false;             // print the summary and the run directory, write nothing
 };
 
 /// Runs the command; returns the process exit code. Bad input throws

@@ -248,6 +248,31 @@ assert result["finished"] and result["steps"] == 10 and 0 < result["metrics"]["a
 ' "$tmp/json.out"; then
   failures=$((failures + 1)); echo "FAIL: --log-format=json:"; head -5 "$tmp/json.out"
 fi
+# kiln summary: the config resolved as kiln train resolves it (--set values with commas
+# too), the module table and the memory estimate; bad input as kiln train's, exit 2.
+expect 0 "layers.0 +kiln::nn::Linear +\(64, 64\) +50,240" -- summary configs/tiny.toml
+expect 0 "activations: one step \(forward, loss, backward, optimizer\) on the meta device at batch 64" -- summary configs/tiny.toml
+expect 0 "layers.1 +kiln::nn::Linear +\(64, 16\) bf16" -- summary configs/tiny.toml --set 'model.hidden=[32,16]' --set train.precision=bf16
+expect 0 "not on meta: bf16 autocast does not run on the meta device" -- summary configs/tiny.toml --set train.precision=bf16
+expect 0 "kiln summary \[CONFIG\] \[--set section.key=value ...\]" -- summary --help
+expect 2 "type.toml:2:10: \[train\] epochs: expected an integer, found string \"ten\"" -- summary "$tmp/type.toml"
+expect 2 "\-\-set train.epochs=x: \[train\] epochs: expected an integer" -- summary configs/tiny.toml --set train.epochs=x
+expect 2 "ragged.csv: line 3: expected 3 fields" -- summary configs/tiny.toml --set data.train="$tmp/ragged.csv" --set data.label=y
+expect 2 "Option .+run-dir.+ does not exist" -- summary configs/tiny.toml --run-dir "$tmp/x"
+# kiln train --dry-run: the summary and the run directory it would claim, and nothing
+# written: no directory created, no run touched.
+expect 0 "kiln train --dry-run: run directory $tmp/dry/runs/tiny \(nothing written\)" -- train configs/tiny.toml --set run.dir="$tmp/dry/runs" --dry-run
+expect 0 "memory estimate: a training step at batch 64" -- train configs/tiny.toml --set run.dir="$tmp/dry/runs" --dry-run
+check "--dry-run created no run directory" test ! -e "$tmp/dry"
+runs_before="$(cd "$tmp" && find runs run -exec stat -c '%n %s %Y' {} + | sort)"
+expect 0 "kiln train --dry-run: run directory $tmp/runs/tiny-3 \(nothing written\)" -- train configs/tiny.toml --set run.dir="$tmp/runs" --dry-run
+expect 0 "kiln train --dry-run: would continue in $tmp/run from $tmp/run/checkpoints/step_000000064" -- train --resume "$tmp/run" --dry-run
+expect 2 "already holds a run; continue it with --resume" -- train configs/tiny.toml --run-dir "$tmp/run" --dry-run
+expect 0 "kiln train --dry-run: run directory $tmp/dry2 \(nothing written\)" -- train configs/tiny.toml --run-dir "$tmp/dry2" --dry-run
+expect 2 "\-\-set train.epochs=x: \[train\] epochs: expected an integer" -- train configs/tiny.toml --run-dir "$tmp/dry3" --dry-run --set train.epochs=x
+runs_after="$(cd "$tmp" && find runs run -exec stat -c '%n %s %Y' {} + | sort)"
+check "--dry-run changed no run" test "$runs_before" == "$runs_after"
+check "--dry-run created no --run-dir" test ! -e "$tmp/dry2" -a ! -e "$tmp/dry3" -a ! -e "$tmp/runs/tiny-3"
 
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
