@@ -222,6 +222,7 @@ void Run::step(const data::Batch& batch) {
   const auto xs = batch.x.split(micro), ys = batch.y.split(micro);
   double loss = 0.0;
   const bool traced = profiler_->recording();  // the loop's phases as the trace's user scopes
+  activation_peak_ = 0;  // this step's: the memory report shows the last step's, not the first's one-time costs
   for (size_t i = 0; i < xs.size(); ++i) {
     ActivationProbe probe(device_);
     at::Tensor part;
