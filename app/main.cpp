@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "export_command.h"
+#include "report_command.h"
 #include "sample_command.h"
 #include "summary_command.h"
 #include "train_command.h"
@@ -27,6 +28,7 @@ constexpr const char* kUsage =
     "  export CKPT      write a checkpoint's weights as safetensors, .npy files or a .pt file\n"
     "  sample CKPT      generate text with a trained gpt checkpoint\n"
     "  summary [CONFIG] the model a config builds, module by module, and a training step's memory\n"
+    "  report RUN...    write one HTML page of runs' curves, final metrics and configs\n"
     "\n"
     "Options:\n"
     "  -h, --help       show this help\n"
@@ -102,7 +104,8 @@ int run(int argc, char** argv) {
   if (!std::strcmp(argv[1], "export")) return kiln::app::export_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "sample")) return kiln::app::sample_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "summary")) return kiln::app::summary_main(argc - 1, argv + 1);
-  std::fprintf(stderr, "kiln: error: unknown command '%s'; valid commands: train, export, sample, summary (see kiln --help)\n",
+  if (!std::strcmp(argv[1], "report")) return kiln::app::report_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "kiln: error: unknown command '%s'; valid commands: train, export, sample, summary, report (see kiln --help)\n",
                argv[1]);
   return 2;
 }

@@ -274,5 +274,21 @@ runs_after="$(cd "$tmp" && find runs run -exec stat -c '%n %s %Y' {} + | sort)"
 check "--dry-run changed no run" test "$runs_before" == "$runs_after"
 check "--dry-run created no --run-dir" test ! -e "$tmp/dry2" -a ! -e "$tmp/dry3" -a ! -e "$tmp/runs/tiny-3"
 
+# kiln report: a run's page goes into it (report.html), several runs need -o, and bad
+# input exits 2 naming the file and line; a last line cut short is skipped with a warning.
+expect 0 "wrote $tmp/run/report.html \(1 run, [0-9]+ charts" -- report "$tmp/run"
+expect 2 "\-o: expected the file to write the report of 2 runs to, found none" -- report "$tmp/run" "$tmp/retry"
+expect 0 "wrote $tmp/both.html \(2 runs, [0-9]+ charts" -- report "$tmp/run" "$tmp/retry" -o "$tmp/both.html"
+expect 2 "nope: expected a run directory \(with metrics.jsonl\), found nothing there" -- report "$tmp/nope"
+expect 2 "runs: expected a run directory .*found a directory of runs \($tmp/runs/tiny, $tmp/runs/tiny-2\)" -- report "$tmp/runs"
+expect 2 "unknown.toml: -o: already exists and is not a kiln report" -- report "$tmp/run" -o "$tmp/unknown.toml"
+mkdir -p "$tmp/cut"
+printf '{"split":"train","step":1,"loss":1}\n{"split":"train","st' > "$tmp/cut/metrics.jsonl"
+expect 0 "warning: .*cut/metrics.jsonl:2: skipped the last line: it is cut short" -- report "$tmp/cut"
+printf '{"split":"train","step":1,"loss":1}\n{"split":"train","st\n{"split":"train","step":2,"loss":1}\n' > "$tmp/cut/metrics.jsonl"
+expect 2 "cut/metrics.jsonl:2: expected a JSON object, found '\{\"split\":\"train\",\"st'" -- report "$tmp/cut"
+expect 0 "kiln report RUN_DIR \[RUN_DIR \.\.\.\] \[-o FILE\]" -- report --help
+expect 2 "Option .+bogus.+ does not exist \(see kiln report --help\)" -- report --bogus
+
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
