@@ -220,10 +220,11 @@ std::string render_report(const std::vector<RunLog>& runs) {
       notes.push_back(c10::str(labels[i], ": one memory report, at the end (memory.report_every = N reports every N steps)"));
     if (r.config_toml.empty()) notes.push_back(c10::str(labels[i], ": no config.toml"));
   }
-  if (!any_run_has(runs, Source::kTrain, "loss_scale") && any_run_has(runs, Source::kTrain, "skipped_steps"))
-    notes.push_back(any_step_skipped(runs) ? "metrics.jsonl holds no loss scale: the count of skipped steps is drawn instead"
-                                   : "no step was skipped for inf/NaN gradients (skipped_steps is 0 throughout; "
-                                     "metrics.jsonl holds no loss scale): no chart for either");
+  // Runs without loss scaling (fp32, bf16) have no loss_scale; runs written before kiln
+  // logged it have only the skipped steps.
+  if (!any_run_has(runs, Source::kTrain, "loss_scale") && any_step_skipped(runs))
+    notes.push_back("metrics.jsonl holds no loss scale (a run from before kiln logged it): the count of "
+                    "skipped steps is drawn alone");
 
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n" << kReportMarker

@@ -453,6 +453,7 @@ TrainResult Run::run() {
                                        {"loss", loss_}, {"lr", lr}, {"grad_norm", grad_norm_},
                                        {"skipped_steps", scaler_.skipped_steps()},
                                        {"samples_per_s", window_samples_ / std::max(window_s, 1e-9)}};
+        if (scaler_.enabled()) line["loss_scale"] = scaler_.scale();  // fp16's dynamic loss scale
         if (data::takes_tokens(data_.schema))  // a sequence model learns from every position
           line["tokens_per_s"] = line["samples_per_s"].get<double>() * data_.schema.input_shape[0];
         metrics_->write(line);

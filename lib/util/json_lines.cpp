@@ -26,8 +26,11 @@ int64_t move_json_lines_after(const std::string& path, int64_t step, const std::
   int64_t moved = 0;
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool later = j.is_object() && j.contains("step") && j["step"].is_number() &&
-                       j["step"].get<double>() > static_cast<double>(step);
+    // A last line that is not JSON was cut short by a crash: it goes too, or the lines
+    // the resumed run appends would follow it and leave a broken line in the middle.
+    const bool cut = j.is_discarded() && in.peek() == std::char_traits<char>::eof();
+    const bool later = cut || (j.is_object() && j.contains("step") && j["step"].is_number() &&
+                               j["step"].get<double>() > static_cast<double>(step));
     (later ? move : keep) += line + '\n';
     moved += later;
   }

@@ -22,7 +22,8 @@ class JsonLines {
 
 /// Moves the lines of the JSON-lines file `path` whose "step" is greater than `step`
 /// to the end of `side_path` (created if missing), keeping the others in order;
-/// lines without a numeric step (or not JSON) stay. `path` is replaced whole
+/// lines without a numeric step, or not JSON, stay — except a last line that is not
+/// JSON (cut short by a crash), which is moved too. `path` is replaced whole
 /// (written beside it, then renamed). Returns the number of lines moved.
 /// Example: move_json_lines_after("runs/x/metrics.jsonl", 25, "runs/x/metrics.superseded.jsonl");
 int64_t move_json_lines_after(const std::string& path, int64_t step, const std::string& side_path);

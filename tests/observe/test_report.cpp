@@ -180,7 +180,7 @@ TEST_CASE("a report draws what a run has: no test lines yet, NaN skipped, a long
   }
   REQUIRE(grad_norm);
   REQUIRE(skipped);  // skipped_steps rose above 0: drawn
-  REQUIRE_THAT(html, Contains("metrics.jsonl holds no loss scale: the count of skipped steps is drawn instead"));
+  REQUIRE_THAT(html, Contains("metrics.jsonl holds no loss scale (a run from before kiln logged it): the count of skipped steps is drawn alone"));
   REQUIRE_THAT(html, Contains("long: one memory report, at the end"));
   REQUIRE_THAT(html, Contains("long: no config.toml"));
 }

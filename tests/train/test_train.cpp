@@ -274,3 +274,43 @@ TEST_CASE("resuming from an older checkpoint sets the later ones and their metri
   REQUIRE(twice.superseded_checkpoints == 5);
   REQUIRE(std::filesystem::is_directory(dir / "run/superseded/step_000000080-2"));
 }
+
+TEST_CASE("a metrics line cut short by a crash is set aside on resume, not left mid-file",
+          "[train][resume]") {
+  kiln::test::TempDir dir;
+  kiln::train::TrainObserver quiet;
+  auto spec = small_spec(dir / "run");
+  spec.train.log_every(1).max_steps(20);
+  spec.checkpoint.every(10).keep_last(0);
+  kiln::train::train(spec, quiet);
+  // A crash in the middle of writing step 21's line: half a line, no newline.
+  std::ofstream(dir / "run/metrics.jsonl", std::ios::app) << R"({"split":"train","step":21,"lo)";
+  auto again = spec;
+  again.resume_checkpoint = dir / "run/checkpoints/step_000000020";
+  again.train.max_steps(30);
+  kiln::train::train(again, quiet);
+  const auto lines = read_metrics(dir / "run");  // every line parses
+  REQUIRE(lines.back()["step"] == 30);
+  std::ifstream aside(dir / "run/metrics.superseded.jsonl");
+  std::string line;
+  REQUIRE(std::getline(aside, line));
+  REQUIRE(line == R"({"split":"train","step":21,"lo)");
+}
+
+TEST_CASE("fp16 train lines carry the loss scale; other precisions have none", "[train][amp]") {
+  kiln::test::TempDir dir;
+  for (const std::string precision : {"fp16", "bf16"}) {
+    INFO(precision);
+    const std::string run = dir / precision;
+    REQUIRE(kiln::test::train("configs/tiny.toml", run,
+                              {"data.train_limit=320", "train.threads=1", "train.precision=" + precision}) == 0);
+    int train_lines = 0;
+    for (const auto& l : read_metrics(run)) {
+      if (l["split"] != "train") continue;
+      ++train_lines;
+      if (precision == "fp16") REQUIRE(l["loss_scale"] == 65536.0);  // no overflow in 5 steps: unchanged
+      else REQUIRE_FALSE(l.contains("loss_scale"));
+    }
+    REQUIRE(train_lines == 1);  // log_every 5, 5 steps
+  }
+}
