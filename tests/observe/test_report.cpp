@@ -141,7 +141,8 @@ TEST_CASE("a report overlays runs: each chart has a line per run with one point 
   for (const auto& p : process) REQUIRE((p.colour == 0 && p.points == 5));
   REQUIRE_THAT(html, Contains("b: no memory.jsonl"));
   REQUIRE(html.find("one memory report") == std::string::npos);  // a has five
-  REQUIRE_THAT(html, Contains("no step was skipped"));
+  REQUIRE(html.find("<title>loss scale") == std::string::npos);  // no run scaled its loss: no such chart
+  REQUIRE(html.find("holds no loss scale") == std::string::npos);  // nor skipped a step: no note
   // The final metrics: each run's last test line (a: step 600, 74.00 %; b: step 400, 66.00 %).
   REQUIRE_THAT(html, Contains("<td>600</td><td>1</td>"));
   REQUIRE_THAT(html, Contains("<td>74.00 %</td>"));
@@ -332,4 +333,22 @@ TEST_CASE("a real tiny run's report has its loss, accuracy, lr, gradient norm, t
   const auto memory = kiln::test::polylines(charts[5]);
   REQUIRE(memory.size() == 3);
   REQUIRE(memory[0].points == kiln::test::read_json_lines(run + "/memory.jsonl").size());
+}
+
+TEST_CASE("an fp16 run's loss scale gets its own chart, one point per train line", "[observe][report]") {
+  kiln::test::TempDir dir;
+  const std::string run = dir / "fp16";
+  REQUIRE(kiln::test::train("configs/tiny.toml", run,
+                            {"data.train_limit=640", "train.threads=1", "train.precision=fp16",
+                             "train.log_every=2"}) == 0);  // 10 steps: train lines at 2, 4, …, 10
+  const std::string html = render_report({read_run(run)});
+  bool found = false;
+  for (const auto& c : kiln::test::charts(html)) {
+    if (c.find("<title>loss scale (fp16)") == std::string::npos) continue;
+    found = true;
+    const auto lines = kiln::test::polylines(c);
+    REQUIRE(lines.size() == 1);
+    REQUIRE(lines[0].points == 5);
+  }
+  REQUIRE(found);
 }
