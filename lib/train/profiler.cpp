@@ -306,10 +306,12 @@ void StepProfiler::begin_step(int64_t step) {
     prof::prepareProfiler(config, activities);
     prof::enableProfiler(config, activities);
   } catch (const c10::Error& e) {  // e.g. a libtorch built without Kineto
-    log::warn(std::string("profile.steps: the profiler did not start (") + e.what_without_backtrace() +
-              "); the run goes on unprofiled");
-    started_at_ = -1;
     quiet_.reset();
+    const std::string message = std::string("profile.steps: the profiler did not start (") +
+                                e.what_without_backtrace() + "); the run goes on unprofiled";
+    log::warn(message);
+    std::fprintf(stderr, "kiln: warning: %s\n", message.c_str());  // asked for, so said where it was asked
+    started_at_ = -1;
     return;
   }
   recording_ = true;

@@ -68,8 +68,8 @@ struct ProfileReport {
 
 /// Turns the profiler on for steps first..last of a run and writes the trace and
 /// the tables when the last one ends. Off (first 0), it makes no profiler calls at
-/// all. A profiler that cannot start (a torch built without Kineto) logs a warning
-/// and leaves the run untouched.
+/// all. A profiler that cannot start (a torch built without Kineto) gives a warning
+/// on stderr and in the log, and leaves the run untouched.
 /// Example: StepProfiler p(opts, run_dir + "/profile", device);
 ///          p.begin_step(step + 1); …step…; if (auto r = p.end_step(step + 1)) print(r->text);
 class StepProfiler {
