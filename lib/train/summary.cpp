@@ -90,6 +90,15 @@ struct Measured {
 };
 
 // Copies what the tracer saw, by module (the tracer dies with its scope).
+// What the model and the optimizer hold after a step: parameters, gradients, state.
+void count_held(const torch::optim::Optimizer& optimizer, Measured& m) {
+  const auto held = model_memory(optimizer);
+  m.memory.parameter_bytes = held.parameter_bytes;
+  m.memory.gradient_bytes = held.gradient_bytes;
+  m.memory.optimizer_state_bytes = held.optimizer_state_bytes;
+  m.memory.uncounted_optimizer_states = held.uncounted_optimizer_states;
+}
+
 void keep_outputs(const nn::OutputTracer& tracer, const torch::nn::Module& model, Measured& m) {
   for (const auto& module : model.modules(/*include_self=*/true))
     if (const auto* o = tracer.find(*module)) m.outputs[module.get()] = *o;
@@ -121,11 +130,7 @@ void measure_on_meta(torch::nn::AnyModule& model, const RunSpec& spec, const dat
   m.memory.activation_bytes = probe.forward_bytes();
   m.memory.step_peak_bytes = probe.peak_bytes();  // before the optimizer makes its state
   optimizer->step();
-  const auto held = model_memory(*optimizer);
-  m.memory.parameter_bytes = held.parameter_bytes;
-  m.memory.gradient_bytes = held.gradient_bytes;
-  m.memory.optimizer_state_bytes = held.optimizer_state_bytes;
-  m.memory.uncounted_optimizer_states = held.uncounted_optimizer_states;
+  count_held(*optimizer, m);
   m.memory.method = "meta";
   m.memory.method_detail = c10::str("one step (forward, loss, backward, optimizer) on the meta device at batch ",
                                     m.memory.micro_batch, ", every storage it made counted");
@@ -152,11 +157,7 @@ void measure_on_device(torch::nn::AnyModule& model, const RunSpec& spec, const d
     forward_backward(model, x, y, data.schema, plan, device.type(), [] {});
     if (b == sizes.front()) {
       optimizer->step();
-      const auto held = model_memory(*optimizer);
-      m.memory.parameter_bytes = held.parameter_bytes;
-      m.memory.gradient_bytes = held.gradient_bytes;
-      m.memory.optimizer_state_bytes = held.optimizer_state_bytes;
-      m.memory.uncounted_optimizer_states = held.uncounted_optimizer_states;
+      count_held(*optimizer, m);
     }
     optimizer->zero_grad();
     ActivationProbe probe(device);
