@@ -8,7 +8,6 @@
 #include <c10/util/Exception.h>
 #include <kineto/ActivityType.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -21,6 +20,7 @@
 
 #include "util/error.h"
 #include "util/log.h"
+#include "util/stderr_to_log.h"
 
 namespace kiln::train {
 namespace {
@@ -28,41 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace prof = torch::autograd::profiler;
 using Clock = std::chrono::steady_clock;
-
-// While the window is open, stderr goes to a temporary file whose lines end up in
-// train.log instead of on the console: Kineto writes there on its own (on a machine
-// without a GPU: "gpuGetDeviceCount failed with code 35"), and so does c10's log for a
-// tensor made before the window and freed in it ("Memory block of unknown size was
-// allocated before the profiling started…").
-class StderrToLog {
- public:
-  StderrToLog() {
-    std::fflush(stderr);
-    file_ = std::tmpfile();
-    saved_ = file_ ? ::dup(2) : -1;
-    if (saved_ >= 0) ::dup2(::fileno(file_), 2);
-  }
-  ~StderrToLog() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    std::rewind(file_);
-    char line[1024];
-    while (std::fgets(line, sizeof line, file_)) {
-      std::string text(line);
-      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-      if (!text.empty()) log::info("profiler window, stderr: " + text);
-    }
-    std::fclose(file_);
-  }
-  StderrToLog(const StderrToLog&) = delete;
-  StderrToLog& operator=(const StderrToLog&) = delete;
-
- private:
-  std::FILE* file_ = nullptr;
-  int saved_ = -1;
-};
 
 std::string format_shapes(const prof::KinetoEvent& e) {
   if (!e.hasShapes()) return "";
@@ -301,7 +266,10 @@ void StepProfiler::begin_step(int64_t step) {
   const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
                                                      options_.shapes(), options_.memory(),
                                                      options_.stack());
-  quiet_ = std::make_shared<StderrToLog>();
+  // Kineto writes to stderr on its own (on a machine without a GPU: "gpuGetDeviceCount
+  // failed with code 35"), and so does c10's log for a tensor made before the window
+  // and freed in it ("Memory block of unknown size…"): into train.log while it records.
+  quiet_ = std::make_shared<StderrToLog>("profiler window, stderr: ");
   try {
     prof::prepareProfiler(config, activities);
     prof::enableProfiler(config, activities);
