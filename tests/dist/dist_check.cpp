@@ -1,7 +1,8 @@
 // One process of a multi-process check of kiln::dist::Group (tests/dist/dist_test.sh
 // starts several, by hand or with torchrun): reads its rank from the environment,
 // builds the group, and checks all-reduce, broadcast and barrier results against what
-// every rank can compute alone. Exit 0 and "rank R: ok" on success, 1 on a wrong
+// every rank can compute alone, and gradients reduced by c10d's Reducer against one
+// process's full-batch gradients. Exit 0 and "rank R: ok" on success, 1 on a wrong
 // result or a failed collective, 2 on bad input (the environment, the store).
 //   dist_check [TIMEOUT_MS] [--die-after-group]
 #include <ATen/ATen.h>
@@ -12,6 +13,9 @@
 #include <cstring>
 
 #include "dist/process_group.h"
+#include "dist/reducer.h"
+#include "nn/mlp.h"
+#include "ops/ops.h"
 #include "util/error.h"
 
 namespace {
@@ -19,6 +23,51 @@ namespace {
 bool check(bool ok, const char* what, int64_t rank) {
   if (!ok) std::fprintf(stderr, "rank %lld: wrong result: %s\n", static_cast<long long>(rank), what);
   return ok;
+}
+
+// The largest difference between the gradients of two models of one architecture.
+double max_grad_difference(kiln::nn::Mlp& a, kiln::nn::Mlp& b) {
+  double worst = 0.0;
+  const auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    worst = std::max(worst, (pa[i].grad() - pb[i].grad()).abs().max().item<double>());
+  return worst;
+}
+
+// c10d's Reducer through GradientReducer: each rank's share of a global batch, in one
+// micro-batch or two (the first without a reduction, as DDP's no_sync), gives every
+// rank the gradient one process gets from the whole batch.
+bool check_reducer(kiln::dist::Group& group, int64_t micro_batches) {
+  const int64_t r = group.rank(), w = group.size(), rows = 8 * w;
+  at::manual_seed(11);  // the same model and data on every rank
+  kiln::nn::Mlp model(kiln::nn::MlpOptions(10, {32, 16}, 3));
+  kiln::nn::Mlp reference(kiln::nn::MlpOptions(10, {32, 16}, 3));
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < model->parameters().size(); ++i) reference->parameters()[i].copy_(model->parameters()[i]);
+  }
+  const auto x = at::randn({rows, 10}, at::kFloat);
+  const auto y = at::randint(0, 3, {rows}, at::kLong);
+  kiln::ops::cross_entropy(reference->forward(x), y).backward();  // the whole batch in one process
+
+  kiln::dist::GradientReducer reducer(group, model->parameters(), /*bucket_bytes=*/1 << 10);  // small: several buckets
+  const auto mine_x = x.narrow(0, r * 8, 8), mine_y = y.narrow(0, r * 8, 8);
+  const auto xs = mine_x.split(8 / micro_batches), ys = mine_y.split(8 / micro_batches);
+  for (int64_t i = 0; i < micro_batches; ++i) {
+    const bool last = i + 1 == micro_batches;
+    if (last) reducer.prepare_for_forward();
+    auto loss = kiln::ops::cross_entropy(model->forward(xs[i]), ys[i]) / static_cast<double>(micro_batches);
+    if (last) reducer.prepare_for_backward(loss);
+    loss.backward();
+  }
+  const double diff = max_grad_difference(model, reference);
+  if (diff > 1e-6)
+    std::fprintf(stderr, "rank %lld: %lld micro-batch(es): gradients differ from one process's by %g\n",
+                 static_cast<long long>(r), static_cast<long long>(micro_batches), diff);
+  else
+    std::printf("rank %lld: %lld micro-batch(es), %zu buckets: gradients within %.1e of one process's\n",
+                static_cast<long long>(r), static_cast<long long>(micro_batches), reducer.buckets().size(), diff);
+  return diff <= 1e-6;
 }
 
 int run(int argc, char** argv) {
@@ -47,6 +96,8 @@ int run(int argc, char** argv) {
   at::manual_seed(100);
   ok &= check(at::equal(b[0], at::randn({64, 33})), "broadcast_ from rank 0", r);
   group.barrier();
+  ok &= check_reducer(group, 1);
+  ok &= check_reducer(group, 2);
   if (!ok) return 1;
   std::printf("rank %lld: ok (world %lld, local rank %lld, %s store)\n", static_cast<long long>(r),
               static_cast<long long>(w), static_cast<long long>(env->local_rank),

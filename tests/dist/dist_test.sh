@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# kiln::dist::Group across real processes on loopback: two ranks started by hand, the
+# kiln::dist::Group across real processes on loopback: two ranks started by hand (their
+# collectives, and gradients reduced by c10d's Reducer in one micro-batch or two against
+# one process's full batch), the
 # same under torchrun --no-python, a rank that dies (the survivor exits non-zero
 # within the timeout, never hangs), and a store nobody hosts (exit 2, named).
 #   dist_test.sh DIST_CHECK [TORCHRUN]
@@ -25,7 +27,8 @@ port=$(free_port)
 start pair 0 2 "$port" 20000; p0=$!
 start pair 1 2 "$port" 20000; p1=$!
 wait $p0; rc0=$?; wait $p1; rc1=$?
-if [[ $rc0 -ne 0 || $rc1 -ne 0 ]] || ! grep -q "rank 0: ok (world 2" "$tmp/pair_0.txt" || ! grep -q "rank 1: ok" "$tmp/pair_1.txt"; then
+if [[ $rc0 -ne 0 || $rc1 -ne 0 ]] || ! grep -q "rank 0: ok (world 2" "$tmp/pair_0.txt" || ! grep -q "rank 1: ok" "$tmp/pair_1.txt" \
+   || [[ $(cat "$tmp"/pair_*.txt | grep -c "gradients within") -ne 4 ]]; then
   fail "two ranks by hand: exits $rc0 $rc1"; cat "$tmp"/pair_*.txt | head -20
 fi
 
