@@ -153,12 +153,18 @@ void for_each_key(C& c, V&& v) {
   v("profile", "top", c.profile.top, "profile: rows in each table of top_ops.txt");
   v("tensorboard", "histogram_every", c.tensorboard.histogram_every,
     "steps between histograms of every weight and gradient in RUN/tb/; 0 = none");
+  v("dist", "batch", c.dist.batch,
+    "data-parallel (torchrun): per_rank (train.batch_size per process; the step's batch is that times "
+    "the processes) or global (train.batch_size split across the processes)");
+  v("dist", "bucket_mb", c.dist.bucket_mb, "data-parallel: MiB of gradients all-reduced together (DDP's bucket_cap_mb)");
+  v("dist", "timeout_s", c.dist.timeout_s,
+    "data-parallel: seconds a process waits for the others (the store, a collective) before it fails");
 }
 
 const std::vector<std::string>& sections() {
   static const std::vector<std::string> s = {"run",   "data",       "model", "optim",
                                              "schedule", "train", "checkpoint", "memory",
-                                             "profile", "tensorboard"};
+                                             "profile", "tensorboard", "dist"};
   return s;
 }
 
@@ -535,6 +541,9 @@ void validate(const Config& c) {
   }
   positive("profile.top", c.profile.top);
   non_negative("tensorboard.histogram_every", c.tensorboard.histogram_every);
+  one_of("dist.batch", c.dist.batch, {"per_rank", "global"});
+  in_range("dist.bucket_mb", c.dist.bucket_mb, 0, true, 1 << 20, false, "a number of MiB > 0");
+  positive("dist.timeout_s", c.dist.timeout_s);
 }
 
 std::string to_toml(const Config& c) {

@@ -114,6 +114,11 @@ struct Config {
   struct TensorBoard {
     int64_t histogram_every = 0;
   } tensorboard;
+  struct Dist {
+    std::string batch = "per_rank";
+    double bucket_mb = 25.0;
+    int64_t timeout_s = 60;
+  } dist;
 
   /// Where each key's value came from ("FILE:LINE" or "--set"), for error messages.
   std::map<std::string, std::string> origin;

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "console.h"
+#include "dist/process_group.h"
 #include "interrupt.h"
 #include "summary_command.h"
 #include "train/device.h"
@@ -118,6 +119,8 @@ train::RunSpec to_run_spec(const Config& c) {
   spec.profile = train::parse_profile_steps(c.profile.steps, "profile.steps");
   spec.profile.memory(c.profile.memory).shapes(c.profile.shapes).stack(c.profile.stack).top(c.profile.top);
   spec.tensorboard.histogram_every(c.tensorboard.histogram_every);
+  spec.dist.global_batch(c.dist.batch == "global")
+      .bucket_bytes(static_cast<int64_t>(c.dist.bucket_mb * (1 << 20)));
   return spec;
 }
 
@@ -260,9 +263,17 @@ int run_train(const TrainCommand& cmd) {
     return 0;
   }
 
+  // Data-parallel (torchrun sets WORLD_SIZE): rank 0 claims and writes the run; the
+  // others only train, quiet.
+  const auto dist_env = dist::env_from_environment();
+  const bool follower = dist_env && dist_env->rank > 0;
+  const auto out = follower ? ConsoleMode::kQuiet : mode;
+
   // A new run claims its directory atomically (claim()); a resumed one has its own.
   bool existed = true;  // whether the run directory was there before this command
-  if (cmd.resume_dir.empty() && !cmd.run_dir.empty()) {
+  if (follower) {
+    if (cmd.resume_dir.empty()) run_dir = cmd.run_dir.empty() ? fs::path(config.run.dir) / config.run.name : fs::path(cmd.run_dir);
+  } else if (cmd.resume_dir.empty() && !cmd.run_dir.empty()) {
     run_dir = cmd.run_dir;  // named explicitly: never reuse a directory that holds a run
     existed = fs::exists(run_dir);
     if (!claim(run_dir))
@@ -277,9 +288,9 @@ int run_train(const TrainCommand& cmd) {
       run_dir = fs::path(config.run.dir) / (config.run.name + "-" + std::to_string(k));
     }
   }
-  if (mode == ConsoleMode::kJson)
+  if (out == ConsoleMode::kJson)
     print_json_event("run", {{"run_dir", run_dir.string()}, {"config", resolved}});
-  else if (mode != ConsoleMode::kQuiet)
+  else if (out != ConsoleMode::kQuiet)
     std::printf("kiln train: run directory %s\n%s\n", run_dir.c_str(), resolved.c_str());
 
   auto spec = to_run_spec(config);
@@ -287,15 +298,20 @@ int run_train(const TrainCommand& cmd) {
   spec.config_toml = resolved;
   spec.resume_checkpoint = resume.checkpoint_dir;
   spec.init_from = config.model.init_from;
-  ConsoleObserver console(mode);
+  ConsoleObserver console(out);
   train::TrainResult result;
   try {
+    std::unique_ptr<dist::Group> group;
+    if (dist_env && dist_env->world_size > 1) {
+      group = std::make_unique<dist::Group>(*dist_env, std::chrono::seconds(config.dist.timeout_s));
+      spec.group = group.get();
+    }
     result = train::train(spec, console);
   } catch (...) {
     // A run that failed before it trained (bad data, a refused checkpoint) leaves
     // the directory as it found it: the claim and what the start wrote go, and a
     // directory this command created goes too.
-    if (cmd.resume_dir.empty() && !has_trained(run_dir)) {
+    if (!follower && cmd.resume_dir.empty() && !has_trained(run_dir)) {
       log::close_file();
       std::error_code ec;
       fs::remove(run_dir / kRunMarker, ec);
@@ -310,6 +326,7 @@ int run_train(const TrainCommand& cmd) {
   const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
                     : result.finished     ? nullptr
                                           : "train.max_steps";
+  if (follower) return result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;
   if (mode == ConsoleMode::kJson) {
     print_json_result(result, run_dir, why);
     return result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;

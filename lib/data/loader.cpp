@@ -20,10 +20,27 @@ BatchLoader::BatchLoader(at::Tensor x, at::Tensor y, int64_t batch_size, bool sh
 
 int64_t BatchLoader::size() const { return (examples() + batch_size_ - 1) / batch_size_; }
 
+int64_t BatchLoader::examples() const {
+  const int64_t all = draws_ > 0 ? draws_ : x_.size(0);
+  return (all + world_ - 1) / world_;
+}
+
+void BatchLoader::shard(int64_t rank, int64_t world) {
+  TORCH_CHECK(world >= 1 && rank >= 0 && rank < world, "BatchLoader: shard: rank ", rank, " of ", world);
+  rank_ = rank;
+  world_ = world;
+  set_epoch(epoch_);
+}
+
 void BatchLoader::set_epoch(int64_t epoch) {
   epoch_ = epoch;
-  if (!shuffle_ && draws_ == 0) {
+  if (!shuffle_ && draws_ == 0 && world_ == 1) {
     order_ = at::Tensor();
+    return;
+  }
+  if (!shuffle_ && draws_ == 0) {  // in order, sharded
+    order_ = at::arange(x_.size(0), at::TensorOptions().dtype(at::kLong));
+    shard_order();
     return;
   }
   // Drawn by the CPU generator whatever the device, so the order is the same on
@@ -31,6 +48,17 @@ void BatchLoader::set_epoch(int64_t epoch) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(mix_seed(seed_ ^ mix_seed(static_cast<uint64_t>(epoch))));
   order_ = draws_ > 0 ? at::randint(x_.size(0), {draws_}, gen, at::TensorOptions().dtype(at::kLong))
                      : at::randperm(x_.size(0), gen, at::TensorOptions().dtype(at::kLong));
+  shard_order();
+}
+
+void BatchLoader::shard_order() {
+  if (world_ > 1) {
+    const int64_t all = order_.size(0), total = examples() * world_;
+    // Padded with the order's first examples (repeated while the data set is smaller than the world).
+    while (order_.size(0) < total)
+      order_ = at::cat({order_, order_.narrow(0, 0, std::min(all, total - order_.size(0)))});
+    order_ = order_.slice(0, rank_, total, world_).contiguous();
+  }
   // The index lives where the data lives: ATen's index_select refuses an index on
   // another device. One copy of the permutation per epoch (8 bytes an example), then
   // every batch is a gather on the device itself. The other design — data on the

@@ -33,8 +33,15 @@ class BatchLoader {
               int64_t draws = 0);
   /// Batches per epoch; the last one may be smaller.
   int64_t size() const;
-  /// Examples per epoch.
-  int64_t examples() const { return draws_ > 0 ? draws_ : x_.size(0); }
+  /// Examples per epoch (this rank's share when sharded).
+  int64_t examples() const;
+  /// Data-parallel training: from the next set_epoch on, this process takes every
+  /// world-th example of each epoch's order, starting at `rank` (PyTorch's
+  /// DistributedSampler), the order padded by its first examples to a multiple of
+  /// `world` so that every rank has as many batches. Rank r's batch k and the other
+  /// ranks' together are the examples that one process's batch k of world × batch_size
+  /// holds. Example: loader.shard(rank, world); loader.set_epoch(0);
+  void shard(int64_t rank, int64_t world);
   /// Where the data lives, and so where batch() gathers.
   c10::Device device() const { return x_.device(); }
   /// Draws the order of epoch `epoch` (a pure function of seed and epoch).
@@ -44,11 +51,14 @@ class BatchLoader {
   Batch batch(int64_t index, bool pin_memory = false) const;
 
  private:
+  void shard_order();  // this rank's share of order_, on the data's device
+
   at::Tensor x_, y_, order_;
   int64_t batch_size_, draws_;
   bool shuffle_;
   uint64_t seed_;
   int64_t epoch_ = 0;
+  int64_t rank_ = 0, world_ = 1;
 };
 
 }  // namespace kiln::data

@@ -114,4 +114,15 @@ void Group::barrier() { impl_->gloo->barrier()->wait(); }
 
 void* Group::c10d_process_group() const { return impl_->group.get(); }
 
+std::string lost_peer_message(const Group& group, const std::string& when, const std::exception& error) {
+  std::string first = error.what();
+  first = first.substr(0, first.find('\n'));
+  // Gloo's own messages start with the source file that raised them: "[…/pair.cc:545] ".
+  if (!first.empty() && first[0] == '[' && first.find("] ") != std::string::npos) first = first.substr(first.find("] ") + 2);
+  const int64_t r = group.rank(), w = group.size();
+  const std::string peers = w == 2 ? "rank " + std::to_string(1 - r) : "one of the other " + std::to_string(w - 1) + " ranks";
+  return "data-parallel: rank " + std::to_string(r) + " of " + std::to_string(w) + " lost contact with " + peers +
+         " at " + when + " (it died, or hung past dist.timeout_s); its own output says why: " + first;
+}
+
 }  // namespace kiln::dist

@@ -64,4 +64,10 @@ class Group {
   std::unique_ptr<Impl> impl_;
 };
 
+/// What a process says when a collective failed because a peer is gone (Gloo's
+/// "Connection reset by peer", a timeout): its rank, when, which ranks it may be
+/// (with two processes, the other one), and the first line of `error`.
+/// Example: throw std::runtime_error(lost_peer_message(group, "step 12", e));
+std::string lost_peer_message(const Group& group, const std::string& when, const std::exception& error);
+
 }  // namespace kiln::dist

@@ -19,19 +19,19 @@ using Names = std::unordered_map<size_t, std::string>;
 template <typename R = c10d::Reducer>
 std::unique_ptr<R> make_reducer(std::vector<at::Tensor> params, Buckets buckets,
                                 c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t bucket_bytes,
-                                int64_t first_bucket_bytes) {
+                                int64_t first_bucket_bytes, bool find_unused) {
   std::vector<bool> sparse(params.size(), false);
   // torch 2.14: bucket_bytes_cap_list after use_python_reducer; older: without it.
   if constexpr (std::is_constructible_v<R, std::vector<at::Tensor>, Buckets, c10::intrusive_ptr<c10d::ProcessGroup>,
                                         std::vector<bool>, int64_t, bool, bool, Names, int64_t, bool, bool,
                                         std::vector<int64_t>>) {
     return std::make_unique<R>(std::move(params), std::move(buckets), std::move(group), std::move(sparse),
-                               bucket_bytes, /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+                               bucket_bytes, find_unused, /*gradient_as_bucket_view=*/false,
                                Names{}, first_bucket_bytes, /*skip_all_reduce_unused_params=*/false,
                                /*use_python_reducer=*/false, std::vector<int64_t>{});
   } else {
     return std::make_unique<R>(std::move(params), std::move(buckets), std::move(group), std::move(sparse),
-                               bucket_bytes, /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+                               bucket_bytes, find_unused, /*gradient_as_bucket_view=*/false,
                                Names{}, first_bucket_bytes, /*skip_all_reduce_unused_params=*/false,
                                /*use_python_reducer=*/false);
   }
@@ -43,7 +43,8 @@ struct GradientReducer::Impl {
   std::unique_ptr<c10d::Reducer> reducer;
 };
 
-GradientReducer::GradientReducer(Group& group, std::vector<at::Tensor> parameters, int64_t bucket_bytes)
+GradientReducer::GradientReducer(Group& group, std::vector<at::Tensor> parameters, int64_t bucket_bytes,
+                                 bool find_unused)
     : impl_(std::make_unique<Impl>()) {
   // DDP's first bucket of 1 MiB (the first all-reduce starts early), or less when
   // every bucket is to be smaller.
@@ -58,7 +59,7 @@ GradientReducer::GradientReducer(Group& group, std::vector<at::Tensor> parameter
   auto* pg = static_cast<c10d::ProcessGroup*>(group.c10d_process_group());
   impl_->reducer = make_reducer(std::move(parameters), buckets_,
                                 c10::intrusive_ptr<c10d::ProcessGroup>::reclaim_copy(pg), bucket_bytes,
-                                kFirstBucketBytes);
+                                kFirstBucketBytes, find_unused);
 }
 
 GradientReducer::~GradientReducer() = default;

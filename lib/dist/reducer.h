@@ -21,7 +21,11 @@ class GradientReducer {
  public:
   /// `bucket_bytes`: the cap of a bucket (DDP's bucket_cap_mb; the first bucket is
   /// capped at 1 MiB, or at bucket_bytes if less, so the first all-reduce starts early).
-  GradientReducer(Group& group, std::vector<at::Tensor> parameters, int64_t bucket_bytes);
+  /// `find_unused`: some parameters may take no part in a step (a model of run-time
+  /// depth): the Reducer then marks them ready itself after backward (DDP's
+  /// find_unused_parameters), at the cost of a walk of the graph each step.
+  GradientReducer(Group& group, std::vector<at::Tensor> parameters, int64_t bucket_bytes,
+                  bool find_unused = false);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;

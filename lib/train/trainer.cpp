@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/prefetch.h"
+#include "dist/process_group.h"
+#include "dist/reducer.h"
 #include "nn/depth_sampled.h"
 #include "ops/ops.h"
 #include "optim/clip.h"
@@ -95,6 +98,9 @@ class Run {
   std::optional<JsonLines> metrics_, memory_lines_;
   std::optional<tfevents::EventWriter> tb_;  // RUN/tb: every metrics.jsonl number for TensorBoard
   std::optional<StepProfiler> profiler_;    // RUN/profile: spec.profile's steps
+  dist::Group* group_;                      // data-parallel: the processes; null alone
+  std::optional<dist::GradientReducer> reducer_;
+  bool writes_;                             // rank 0 (or alone): writes the run directory
 
   TrainPosition pos_;
   TrainResult result_;
@@ -112,11 +118,18 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
       observer_(observer),
       device_(resolve_device(spec.train.device())),
       plan_(precision_plan(spec.train.precision(), device_.type())),
-      scaler_(GradScalerOptions().enabled(plan_.loss_scaling)) {
+      scaler_(GradScalerOptions().enabled(plan_.loss_scaling)),
+      group_(spec.group),
+      writes_(!spec.group || spec.group->rank() == 0) {
   if (opt_.threads() > 0) at::set_num_threads(static_cast<int>(opt_.threads()));
   torch::manual_seed(opt_.seed());
-  fs::create_directories(spec.run_dir);
-  log::open_file((fs::path(spec.run_dir) / "train.log").string());
+  if (group_ && !device_.is_cpu())
+    throw InputError(c10::str("train.device: data-parallel training runs on the CPU (Gloo) so far; found ",
+                              device_, " (NCCL for CUDA is not yet wired: docs/distributed.md)"));
+  if (writes_) {
+    fs::create_directories(spec.run_dir);
+    log::open_file((fs::path(spec.run_dir) / "train.log").string());
+  }
   if (device_.is_cuda()) {
     if (spec.memory.fraction() > 0) set_cuda_memory_fraction(spec.memory.fraction(), device_.index());
     if (spec.memory.history()) record_cuda_memory_history(true);
@@ -146,15 +159,26 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     augment_.emplace(s.size() == 3 ? s : std::vector<int64_t>{1, s[0], s[1]});
     augment_->flip(spec.data.augment_flip()).crop_padding(spec.data.augment_crop()).fill(fill).seed(opt_.seed());
   }
-  loader_.emplace(data_.train.x, data_.train.y, opt_.batch_size(), /*shuffle=*/true, opt_.seed(),
-                  data_.train_draws);
+  // Data-parallel: each process takes its share of every epoch (BatchLoader::shard),
+  // batch_size examples a step (dist.batch = "per_rank"), or batch_size / processes.
+  int64_t batch = opt_.batch_size();
+  if (group_ && spec.dist.global_batch()) {
+    if (batch % group_->size() != 0 || (batch / group_->size()) % opt_.accumulate() != 0)
+      throw InputError(c10::str("train.batch_size: with dist.batch = \"global\", expected a multiple of the ",
+                                group_->size(), " processes (times train.accumulate, ", opt_.accumulate(),
+                                "), found ", batch));
+    batch /= group_->size();
+  }
+  loader_.emplace(data_.train.x, data_.train.y, batch, /*shuffle=*/true, opt_.seed(), data_.train_draws);
+  if (group_) loader_->shard(group_->rank(), group_->size());
   batches_ = loader_->size();
   total_steps_ = opt_.epochs() * batches_;
   if (opt_.max_steps() > 0) total_steps_ = std::min(total_steps_, opt_.max_steps());
 
   // A window after the run's last step (a config's window, a short run of it) profiles
   // nothing; the run's summary says so.
-  profiler_.emplace(spec.profile, (fs::path(spec.run_dir) / "profile").string(), device_);
+  profiler_.emplace(writes_ ? spec.profile : ProfileOptions(), (fs::path(spec.run_dir) / "profile").string(),
+                    device_);
 
   model_ = build_model(spec.model, schema);
   module_ = model_.ptr();
@@ -206,6 +230,22 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     result_.resumed_from = pos_.step;
     log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step));
   }
+  if (group_) {
+    // Every process starts from rank 0's parameters and buffers (a fresh run's
+    // initialisation; a resumed one's are equal already), and its gradients are
+    // averaged by c10d's Reducer, bucket by bucket as backward produces them.
+    std::vector<at::Tensor> state;
+    for (const auto& p : module_->parameters()) state.push_back(p.detach());
+    for (const auto& b : module_->buffers()) state.push_back(b);
+    group_->broadcast_(state, 0);
+    std::vector<at::Tensor> trained;
+    for (const auto& p : module_->parameters())
+      if (p.requires_grad()) trained.push_back(p);
+    const bool depth_sampled = dynamic_cast<nn::DepthSampled*>(module_.get()) != nullptr;
+    reducer_.emplace(*group_, trained, spec.dist.bucket_bytes(), /*find_unused=*/depth_sampled);
+    log::info(c10::str("data-parallel: rank ", group_->rank(), " of ", group_->size(), ", ", batch,
+                       " examples a step each, ", reducer_->buckets().size(), " gradient buckets"));
+  }
 }
 
 at::Tensor Run::forward(const at::Tensor& x) {
@@ -226,6 +266,10 @@ void Run::step(const data::Batch& batch) {
   for (size_t i = 0; i < xs.size(); ++i) {
     ActivationProbe probe(device_);
     at::Tensor part;
+    // Data-parallel: the last micro-batch's backward all-reduces the gradients the
+    // earlier ones accumulated (DDP's no_sync before it).
+    const bool reduce = reducer_ && i + 1 == xs.size();
+    if (reduce) reducer_->prepare_for_forward();
     {
       PhaseScope phase(traced, "forward");
       AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
@@ -235,7 +279,9 @@ void Run::step(const data::Batch& batch) {
     const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
     {
       PhaseScope phase(traced, "backward");
-      scaler_.scale(weight == 1.0 ? part : part * weight).backward();
+      auto scaled = scaler_.scale(weight == 1.0 ? part : part * weight);
+      if (reduce) reducer_->prepare_for_backward(scaled);
+      scaled.backward();
     }
     activation_peak_ = std::max(activation_peak_, probe.bytes());
     loss += weight * part.item<double>();
@@ -312,8 +358,10 @@ void Run::evaluate_now() {
     }
     if (!result_.per_depth.empty()) log::info(describe_depths(result_.per_depth));
   }
-  metrics_->write(line);
-  tb_->scalars("test", line);
+  if (writes_) {
+    metrics_->write(line);
+    tb_->scalars("test", line);
+  }
   log::info(c10::str("epoch ", pos_.epoch + 1, "/", opt_.epochs(), " step ", pos_.step,
                      " train_loss ", e.train_loss, " test_loss ", ev.loss, logged));
   observer_.on_eval(e);
@@ -327,7 +375,7 @@ void Run::evaluate_now() {
 }
 
 void Run::save(bool with_metrics) {
-  if (saved_step_ == pos_.step) return;
+  if (saved_step_ == pos_.step || !writes_) return;
   PhaseScope phase(profiler_->recording(), "checkpoint");
   Metrics metrics;
   if (with_metrics && evaluated_step_ == pos_.step)
@@ -347,6 +395,7 @@ void Run::report_memory() {
   const auto r = memory_report(pos_.step, *optimizer_, device_,
                                activation_peak_ > 0 ? std::optional<int64_t>(activation_peak_)
                                                     : std::nullopt);
+  if (!writes_) return;
   memory_lines_->write(r.json());
   tb_->scalars("memory", r.json());
   observer_.on_memory(r);
@@ -357,6 +406,7 @@ TrainResult Run::run() {
   // (a refused resume leaves the directory as it was).
   for (const auto& [file, text] : {std::pair<std::string, const std::string&>{"config.toml", spec_.config_toml},
                                     {kDataFile, schema_json_}}) {
+    if (!writes_) break;
     const auto path = fs::path(spec_.run_dir) / file;
     std::ofstream out(path, std::ios::trunc);
     out << text;
@@ -364,7 +414,7 @@ TrainResult Run::run() {
   }
   // Resumed from an older checkpoint than the newest: what the run wrote after it
   // belongs to another trajectory and is set aside, so the run holds one.
-  if (!spec_.resume_checkpoint.empty()) {
+  if (!spec_.resume_checkpoint.empty() && writes_) {
     result_.superseded_checkpoints = set_aside_after(spec_.run_dir, pos_.step);
     if (result_.superseded_checkpoints > 0)
       log::info(c10::str("set aside ", result_.superseded_checkpoints,
@@ -380,6 +430,8 @@ TrainResult Run::run() {
     if (data_.train_draws > 0) s << data_.train_draws << " drawn at random per epoch, ";
     s << batches_ << " batches of " << opt_.batch_size() << " per epoch";
     if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
+    if (group_)
+      s << " on each of " << group_->size() << " processes (data-parallel, rank " << group_->rank() << ")";
     s << ", " << spec_.optim.name << ", " << plan_.name << ", " << at::get_num_threads()
       << " threads, device " << device_;
     const auto& profile = spec_.profile;
@@ -395,12 +447,14 @@ TrainResult Run::run() {
     log::info(heap::policy());
     observer_.on_start(s.str());
   }
-  metrics_.emplace((fs::path(spec_.run_dir) / "metrics.jsonl").string());
-  tb_.emplace((fs::path(spec_.run_dir) / "tb").string());
-  // A resumed run redoes the steps after its checkpoint: TensorBoard drops what an
-  // earlier file holds from there on.
-  if (!spec_.resume_checkpoint.empty()) tb_->restart(pos_.step + 1);
-  memory_lines_.emplace((fs::path(spec_.run_dir) / "memory.jsonl").string());
+  if (writes_) {
+    metrics_.emplace((fs::path(spec_.run_dir) / "metrics.jsonl").string());
+    tb_.emplace((fs::path(spec_.run_dir) / "tb").string());
+    // A resumed run redoes the steps after its checkpoint: TensorBoard drops what an
+    // earlier file holds from there on.
+    if (!spec_.resume_checkpoint.empty()) tb_->restart(pos_.step + 1);
+    memory_lines_.emplace((fs::path(spec_.run_dir) / "memory.jsonl").string());
+  }
   start_ = window_start_ = Clock::now();
   module_->train();
 
@@ -427,19 +481,40 @@ TrainResult Run::run() {
         PhaseScope phase(profiler_->recording(), "data");
         batch = batches.next();
       }
+      int stop = 0;
+      int64_t examples = batch.x.size(0);
       try {
         step(batch);
+        stop = observer_.stop_requested();
+        if (group_) {
+          // The processes' mean loss for the logs, and one decision to stop: a signal
+          // that reached one process stops them all after this step.
+          std::vector<at::Tensor> agree{at::tensor({loss_, static_cast<double>(stop)}, at::kDouble)};
+          group_->all_reduce_sum_(agree);
+          loss_ = agree[0][0].item<double>() / static_cast<double>(group_->size());
+          if (stop == 0 && agree[0][1].item<double>() > 0) stop = SIGTERM;
+          examples *= group_->size();
+        }
       } catch (const c10::OutOfMemoryError& e) {
         throw std::runtime_error(describe_cuda_oom(
             e, opt_.batch_size() / opt_.accumulate(),
             (fs::path(spec_.run_dir) / "oom_snapshot.pickle").string(), device_.index()));
+      } catch (const TrainingDiverged&) {
+        throw;
+      } catch (const c10::Error&) {
+        throw;
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::exception& e) {
+        if (!group_) throw;
+        throw std::runtime_error(dist::lost_peer_message(*group_, c10::str("step ", pos_.step + 1), e));
       }
       ++pos_.step;
       ++pos_.batch;
       pos_.loss_since_eval += loss_;
       ++pos_.steps_since_eval;
-      window_samples_ += batch.x.size(0);
-      trained_samples_ += batch.x.size(0);
+      window_samples_ += examples;
+      trained_samples_ += examples;
       const double elapsed = seconds_since(start_);
       const double lr = optimizer_->param_groups()[0].options().get_lr();
       StepReport r{pos_.step, total_steps_, pos_.epoch + 1, opt_.epochs(), pos_.batch, batches_,
@@ -456,14 +531,16 @@ TrainResult Run::run() {
         if (scaler_.enabled()) line["loss_scale"] = scaler_.scale();  // fp16's dynamic loss scale
         if (data::takes_tokens(data_.schema))  // a sequence model learns from every position
           line["tokens_per_s"] = line["samples_per_s"].get<double>() * data_.schema.input_shape[0];
-        metrics_->write(line);
-        tb_->scalars("train", line);
+        if (writes_) {
+          metrics_->write(line);
+          tb_->scalars("train", line);
+        }
         window_start_ = Clock::now();
         window_samples_ = 0;
       }
       observer_.on_step(r);
       const auto& tb = spec_.tensorboard;
-      if (tb.histogram_every() > 0 && pos_.step % tb.histogram_every() == 0)
+      if (writes_ && tb.histogram_every() > 0 && pos_.step % tb.histogram_every() == 0)
         write_histograms(*tb_, *module_, pos_.step);
       const bool epoch_end = pos_.batch == batches_;
       if (opt_.eval_every() > 0 && pos_.step % opt_.eval_every() == 0 && !epoch_end) {
@@ -477,7 +554,7 @@ TrainResult Run::run() {
         empty_cuda_cache();
       step_scope.reset();  // closed before the profiler may stop
       if (auto profile = profiler_->end_step(pos_.step)) observer_.on_profile(*profile);
-      if (const int stop = observer_.stop_requested()) {
+      if (stop) {
         result_.interrupted_by = stop;
         log::info(c10::str("signal ", result_.interrupted_by, ": stopping after step ", pos_.step));
         stopped = true;
@@ -501,7 +578,7 @@ TrainResult Run::run() {
   result_.seconds = seconds_since(start_);
   save(true);
   report_memory();
-  if (device_.is_cuda() && spec_.memory.history())
+  if (writes_ && device_.is_cuda() && spec_.memory.history())
     write_cuda_memory_snapshot((fs::path(spec_.run_dir) / "memory_snapshot.pickle").string());
   log::close_file();
   return result_;

@@ -15,6 +15,10 @@
 #include "train/memory.h"
 #include "train/profiler.h"
 
+namespace kiln::dist {
+class Group;
+}
+
 namespace kiln::train {
 
 struct TrainOptions {
@@ -81,6 +85,15 @@ struct MemoryOptions {
   TORCH_ARG(bool, history) = false;
 };
 
+/// Data-parallel training (docs/distributed.md).
+struct DistOptions {
+  /// train.batch_size is the step's batch across all processes (split among them),
+  /// not each process's.
+  TORCH_ARG(bool, global_batch) = false;
+  /// Bytes of gradients all-reduced together (DDP's bucket_cap_mb).
+  TORCH_ARG(int64_t, bucket_bytes) = 25 << 20;
+};
+
 struct TensorBoardOptions {
   /// Steps between histograms of every weight and gradient in RUN/tb/; 0 = none.
   TORCH_ARG(int64_t, histogram_every) = 0;
@@ -118,6 +131,10 @@ struct RunSpec {
   /// Steps to record with the profiler (RUN/profile/); first 0 records none.
   ProfileOptions profile;
   TensorBoardOptions tensorboard;
+  DistOptions dist;
+  /// Data-parallel: this process's group (the app makes it from torchrun's
+  /// environment); null trains in this process alone. Rank 0 alone writes the run.
+  dist::Group* group = nullptr;
 };
 
 struct StepReport {

@@ -4,7 +4,9 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
+#include <set>
 #include <chrono>
 #include <thread>
 
@@ -205,4 +207,45 @@ TEST_CASE("depth 0 assembles on the caller's thread; the worker gathers with one
   }
   REQUIRE_THROWS_WITH(PrefetchLoader(loader, PrefetchOptions().depth(-1)),
                       Catch::Contains("depth: expected >= 0"));
+}
+
+TEST_CASE("a sharded loader gives each rank every world-th example, padded, and the ranks' batches "
+          "together are one process's batch", "[data][loader][dist]") {
+  const auto x = at::arange(10, at::kFloat).reshape({10, 1});
+  const auto y = at::arange(10, at::kLong);
+  kiln::data::BatchLoader whole(x, y, 4, /*shuffle=*/true, 3);
+  for (const int64_t world : {2, 3}) {
+    INFO("world " << world);
+    std::vector<kiln::data::BatchLoader> ranks;
+    for (int64_t r = 0; r < world; ++r) {
+      ranks.emplace_back(x, y, 2, true, 3);
+      ranks.back().shard(r, world);
+    }
+    for (const int64_t epoch : {0, 1}) {
+      whole.set_epoch(epoch);
+      std::vector<int64_t> seen;
+      for (auto& l : ranks) {
+        l.set_epoch(epoch);
+        REQUIRE(l.examples() == (10 + world - 1) / world);  // padded: every rank as many
+        REQUIRE(l.size() == (l.examples() + 1) / 2);
+      }
+      // World 2: rank r's batch k and the other's hold one process's batch k of 4.
+      if (world == 2)
+        for (int64_t k = 0; k < 2; ++k) {
+          auto a = ranks[0].batch(k).y, b = ranks[1].batch(k).y;
+          auto both = std::get<0>(at::sort(at::cat({a, b})));
+          auto one = std::get<0>(at::sort(whole.batch(k).y));
+          REQUIRE(at::equal(both, one));
+        }
+      for (auto& l : ranks)
+        for (int64_t k = 0; k < l.size(); ++k) {
+          const auto ids = l.batch(k).y.contiguous();
+          seen.insert(seen.end(), ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+        }
+      std::sort(seen.begin(), seen.end());
+      // Every example at least once; the padding repeats the order's first ones.
+      REQUIRE(std::set<int64_t>(seen.begin(), seen.end()).size() == 10);
+      REQUIRE(static_cast<int64_t>(seen.size()) == ranks[0].examples() * world);
+    }
+  }
 }

@@ -4,10 +4,14 @@
 # one process's full batch), the
 # same under torchrun --no-python, a rank that dies (the survivor exits non-zero
 # within the timeout, never hangs), and a store nobody hosts (exit 2, named).
-#   dist_test.sh DIST_CHECK [TORCHRUN]
+# Then kiln train itself in two processes: equal to one process with the same global
+# batch, through torchrun too, resumed bit for bit, and a rank killed mid-run.
+#   dist_test.sh DIST_CHECK KILN [TORCHRUN [PYTHON]]
 set -uo pipefail
 check_bin="$(realpath "$1")"
-torchrun="${2:-}"
+kiln="$(realpath "$2")"
+torchrun="${3:-}"
+python="${4:-}"
 tmp="$(mktemp -d)"
 trap '[[ -n "${KILN_KEEP:-}" ]] || rm -rf "$tmp"; kill $(jobs -p) 2>/dev/null' EXIT
 failures=0; checks=0
@@ -86,6 +90,89 @@ fi
 checks=$((checks + 1))
 out="$(RANK=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 "$check_bin" 2>&1)"; rc=$?
 [[ $rc -eq 2 ]] && grep -q "RANK: expected an integer in 0..1, found \"5\"" <<<"$out" || fail "RANK=5 of 2: exit $rc: $out"
+
+# --- kiln train, data-parallel ------------------------------------------------------
+cfg=configs/tiny.toml
+common=(--set data.train_limit=640 --set train.epochs=2 --set train.threads=1 --set train.log_every=1
+        --set checkpoint.every=10 --set checkpoint.keep_last=0 --set dist.timeout_s=20)
+# ranks W PORT -- ARGS: kiln train in W processes; outputs in $tmp/train_<label>_R.txt
+train_ranks() {
+  local label="$1" w="$2" port="$3"; shift 4
+  local pids=()
+  for ((r = 0; r < w; r++)); do
+    RANK=$r WORLD_SIZE=$w LOCAL_RANK=$r LOCAL_WORLD_SIZE=$w MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 300 "$kiln" train "$@" > "$tmp/train_${label}_$r.txt" 2>&1 &
+    pids+=($!)
+  done
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  return $rc
+}
+# max |a - b| over the newest checkpoints' tensors of two runs (the torch venv's safetensors)
+weights_diff() {
+  "$python" - "$1" "$2" <<'PY'
+import glob, sys
+import numpy as np
+from safetensors.numpy import load_file
+a, b = (load_file(sorted(glob.glob(d + "/checkpoints/step_*/model.safetensors"))[-1]) for d in sys.argv[1:3])
+assert a.keys() == b.keys(), (a.keys(), b.keys())
+print("%.3g" % max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a))
+PY
+}
+if [[ -n "$python" && -x "$python" ]] && "$python" -c "import numpy, safetensors" 2>/dev/null; then
+  # 7. Two processes of 32 against one of 64: the same examples each step, the same weights.
+  checks=$((checks + 1))
+  "$kiln" train $cfg "${common[@]}" --set train.batch_size=64 --run-dir "$tmp/one" > "$tmp/one.txt" 2>&1 \
+    || fail "one process: $(tail -3 "$tmp/one.txt")"
+  train_ranks two 2 "$(free_port)" -- $cfg "${common[@]}" --set train.batch_size=32 --run-dir "$tmp/two" \
+    || fail "two processes: $(tail -3 "$tmp"/train_two_*.txt)"
+  diff=$(weights_diff "$tmp/one" "$tmp/two")
+  echo "two processes against one after 20 steps: weights differ by at most $diff"
+  "$python" -c "import sys; sys.exit(0 if float('$diff') <= 1e-6 else 1)" || fail "two processes against one: weights differ by $diff"
+  [[ -s "$tmp/train_two_1.txt" ]] && fail "rank 1 printed: $(head -3 "$tmp/train_two_1.txt")"
+  [[ $(ls "$tmp" | grep -c "^two") -eq 1 ]] || fail "a run directory other than rank 0's appeared"
+
+  # 8. Stopped at step 10, resumed in two processes: bit for bit the straight run.
+  checks=$((checks + 1))
+  train_ranks halt 2 "$(free_port)" -- $cfg "${common[@]}" --set train.batch_size=32 --set train.max_steps=10 \
+    --run-dir "$tmp/halted" || fail "two processes to step 10: $(tail -3 "$tmp"/train_halt_*.txt)"
+  train_ranks resume 2 "$(free_port)" -- --resume "$tmp/halted" --set train.max_steps=0 \
+    || fail "two processes resumed: $(tail -3 "$tmp"/train_resume_*.txt)"
+  diff=$(weights_diff "$tmp/two" "$tmp/halted")
+  [[ "$diff" == "0" ]] || fail "resumed in two processes: weights differ from the straight run by $diff"
+
+  # 9. The same training through torchrun --no-python.
+  if [[ -n "$torchrun" && -x "$torchrun" ]]; then
+    checks=$((checks + 1))
+    timeout 300 "$torchrun" --nproc-per-node=2 --master-addr=127.0.0.1 --master-port="$(free_port)" --no-python \
+      "$kiln" train $cfg "${common[@]}" --set train.batch_size=32 --run-dir "$tmp/torchrun_run" > "$tmp/torchrun_train.txt" 2>&1 \
+      || fail "kiln train under torchrun: $(tail -5 "$tmp/torchrun_train.txt")"
+    diff=$(weights_diff "$tmp/two" "$tmp/torchrun_run")
+    [[ "$diff" == "0" ]] || fail "kiln train under torchrun: weights differ from two processes by hand by $diff"
+  fi
+else
+  echo "KILN_TEST_SKIPPED: no torch venv python with numpy and safetensors; kiln train's data-parallel checks did not run"
+fi
+
+# 10. A rank killed mid-run: the survivor exits non-zero within dist.timeout_s, never hangs.
+checks=$((checks + 1))
+port=$(free_port)
+begin=$(date +%s)
+killed=(train $cfg --set data.train_limit=6400 --set train.epochs=50 --set train.threads=1 --set dist.timeout_s=10
+        --set train.batch_size=8 --run-dir "$tmp/killed")
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "$kiln" "${killed[@]}" > "$tmp/killed_0.txt" 2>&1 &
+k0=$!
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$kiln" "${killed[@]}" > "$tmp/killed_1.txt" 2>&1 &
+k1=$!  # kiln itself, so that kill -9 reaches it
+for _ in $(seq 100); do grep -q '"step"' "$tmp/killed/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
+kill -9 "$k1"
+wait "$k1" 2>/dev/null
+wait "$k0"; rc=$?
+took=$(( $(date +%s) - begin ))
+if [[ $rc -eq 0 || $rc -eq 124 || $took -gt 90 ]]; then
+  fail "a killed rank: the survivor exited $rc after ${took}s"; tail -3 "$tmp/killed_0.txt"
+fi
+grep -q "kiln: error: data-parallel: rank 0 of 2 lost contact with rank 1 at step" "$tmp/killed_0.txt" || fail "a killed rank: the survivor said no error: $(tail -2 "$tmp/killed_0.txt")"
 
 echo "dist: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
