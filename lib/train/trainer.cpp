@@ -225,7 +225,24 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   checkpointer_->add_part({"scaler", [this](auto& ar) { scaler_.save(ar); },
                            [this](auto& ar) { scaler_.load(ar); }});
   pos_.shuffle_seed = opt_.seed();
+  // How many processes wrote a checkpoint, and so how its position (the batch within
+  // the epoch, each process's share) is to be read: a resume must use as many.
+  const int64_t world = group_ ? group_->size() : 1;
+  checkpointer_->add_file(kDistFile, nlohmann::json{{"processes", world}, {"batch_per_process", batch}}.dump() + "\n");
   if (!spec.resume_checkpoint.empty()) {
+    if (const auto text = read_checkpoint_file(spec.resume_checkpoint, kDistFile)) {
+      const auto j = nlohmann::json::parse(*text, nullptr, false);
+      const int64_t saved = j.is_object() && j.contains("processes") && j["processes"].is_number_integer()
+                                ? j["processes"].get<int64_t>() : -1;
+      if (saved < 1)
+        throw InputError(c10::str(spec.resume_checkpoint, "/", kDistFile,
+                                  ": expected {\"processes\": N, …}, found ", *text));
+      if (saved != world)
+        throw InputError(c10::str(
+            "--resume ", spec.resume_checkpoint, ": expected ", saved, " process", saved == 1 ? "" : "es",
+            " (the checkpoint's run trained in ", saved, ", each with its share of every epoch), found ", world,
+            ": resume it with ", saved == 1 ? std::string("kiln train alone") : c10::str("torchrun --nproc-per-node=", saved)));
+    }
     pos_ = checkpointer_->load(spec.resume_checkpoint);
     result_.resumed_from = pos_.step;
     log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step));

@@ -105,6 +105,10 @@ using data::DataOptions;
 /// every checkpoint; model.safetensors carries it too, as metadata "kiln.data".
 inline constexpr const char* kDataFile = "data.json";
 
+/// In every checkpoint: how many processes trained the run ({"processes": N,
+/// "batch_per_process": B}); a resume must use as many (docs/distributed.md).
+inline constexpr const char* kDistFile = "dist.json";
+
 /// The data schema a checkpoint carries (its data.json, checked against the manifest),
 /// or nullopt for a checkpoint written before it had one; a file that is not a valid
 /// schema throws kiln::InputError naming it.

@@ -140,6 +140,13 @@ if [[ -n "$python" && -x "$python" ]] && "$python" -c "import numpy, safetensors
     || fail "two processes resumed: $(tail -3 "$tmp"/train_resume_*.txt)"
   diff=$(weights_diff "$tmp/two" "$tmp/halted")
   [[ "$diff" == "0" ]] || fail "resumed in two processes: weights differ from the straight run by $diff"
+  # …and in one process it is refused, naming how many it needs, the run untouched.
+  checks=$((checks + 1))
+  before=$(ls -R "$tmp/halted" | md5sum)
+  out="$("$kiln" train --resume "$tmp/halted" --set train.epochs=3 2>&1)"; rc=$?
+  [[ $rc -eq 2 ]] && grep -q "expected 2 processes (the checkpoint's run trained in 2, each with its share of every epoch), found 1: resume it with torchrun --nproc-per-node=2" <<<"$out" \
+    || fail "a 2-process checkpoint resumed alone: exit $rc: $out"
+  [[ "$(ls -R "$tmp/halted" | md5sum)" == "$before" ]] || fail "a refused resume changed the run directory"
 
   # 9. The same training through torchrun --no-python.
   if [[ -n "$torchrun" && -x "$torchrun" ]]; then
