@@ -230,13 +230,16 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   const int64_t world = group_ ? group_->size() : 1;
   checkpointer_->add_file(kDistFile, nlohmann::json{{"processes", world}, {"batch_per_process", batch}}.dump() + "\n");
   if (!spec.resume_checkpoint.empty()) {
-    if (const auto text = read_checkpoint_file(spec.resume_checkpoint, kDistFile)) {
-      const auto j = nlohmann::json::parse(*text, nullptr, false);
-      const int64_t saved = j.is_object() && j.contains("processes") && j["processes"].is_number_integer()
-                                ? j["processes"].get<int64_t>() : -1;
-      if (saved < 1)
-        throw InputError(c10::str(spec.resume_checkpoint, "/", kDistFile,
-                                  ": expected {\"processes\": N, …}, found ", *text));
+    {
+      int64_t saved = 1;  // a checkpoint from before dist.json: one process's
+      if (const auto text = read_checkpoint_file(spec.resume_checkpoint, kDistFile)) {
+        const auto j = nlohmann::json::parse(*text, nullptr, false);
+        saved = j.is_object() && j.contains("processes") && j["processes"].is_number_integer()
+                    ? j["processes"].get<int64_t>() : -1;
+        if (saved < 1)
+          throw InputError(c10::str(spec.resume_checkpoint, "/", kDistFile,
+                                    ": expected {\"processes\": N, …}, found ", *text));
+      }
       if (saved != world)
         throw InputError(c10::str(
             "--resume ", spec.resume_checkpoint, ": expected ", saved, " process", saved == 1 ? "" : "es",

@@ -5,7 +5,8 @@
 # same under torchrun --no-python, a rank that dies (the survivor exits non-zero
 # within the timeout, never hangs), and a store nobody hosts (exit 2, named).
 # Then kiln train itself in two processes: equal to one process with the same global
-# batch, through torchrun too, resumed bit for bit, and a rank killed mid-run.
+# batch, through torchrun too, resumed bit for bit (and refused with another number of
+# processes), stopped by SIGTERM to torchrun, and a rank killed mid-run.
 #   dist_test.sh DIST_CHECK KILN [TORCHRUN [PYTHON]]
 set -uo pipefail
 check_bin="$(realpath "$1")"
@@ -156,12 +157,31 @@ if [[ -n "$python" && -x "$python" ]] && "$python" -c "import numpy, safetensors
       || fail "kiln train under torchrun: $(tail -5 "$tmp/torchrun_train.txt")"
     diff=$(weights_diff "$tmp/two" "$tmp/torchrun_run")
     [[ "$diff" == "0" ]] || fail "kiln train under torchrun: weights differ from two processes by hand by $diff"
+
+    # 10. SIGTERM to torchrun: it passes the signal on, every process stops after the same
+    # step, rank 0 writes one checkpoint of it, and all exit within seconds.
+    checks=$((checks + 1))
+    "$torchrun" --nproc-per-node=2 --master-addr=127.0.0.1 --master-port="$(free_port)" --no-python \
+      "$kiln" train $cfg --set data.train_limit=6400 --set train.epochs=50 --set train.threads=1 \
+      --set train.batch_size=8 --run-dir "$tmp/term" > "$tmp/term.txt" 2>&1 &
+    trun=$!
+    for _ in $(seq 150); do grep -q '"step"' "$tmp/term/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
+    begin=$(date +%s)
+    kill -TERM "$trun"
+    wait "$trun"
+    took=$(( $(date +%s) - begin ))
+    step=$(sed -n 's/.*signal 15: stopping after step \([0-9]*\).*/\1/p' "$tmp/term/train.log")
+    ckpts=$(ls "$tmp/term/checkpoints" 2>/dev/null)
+    if [[ -z "$step" || $took -gt 60 || "$ckpts" != "$(printf 'step_%09d' "$step")" ]] \
+       || ! grep -q "stopped after $step steps (SIGTERM)" "$tmp/term.txt"; then
+      fail "SIGTERM to torchrun: after ${took}s, stop step '$step', checkpoints '$ckpts'"; grep -v "^  " "$tmp/term.txt" | tail -5
+    fi
   fi
 else
   echo "KILN_TEST_SKIPPED: no torch venv python with numpy and safetensors; kiln train's data-parallel checks did not run"
 fi
 
-# 10. A rank killed mid-run: the survivor exits non-zero within dist.timeout_s, never hangs.
+# 11. A rank killed mid-run: the survivor exits non-zero within dist.timeout_s, never hangs.
 checks=$((checks + 1))
 port=$(free_port)
 begin=$(date +%s)
