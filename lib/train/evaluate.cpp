@@ -29,8 +29,12 @@ const std::vector<std::string>& schema_metrics(const data::DataSchema& schema) {
 bool higher_is_better(const std::string& name) { return name == "accuracy" || name == "r2"; }
 
 EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
-                    const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
-                    const at::Device& device, const data::DataSchema& schema) {
+                    const at::Tensor& x_all, const at::Tensor& y_all, int64_t batch_size,
+                    const at::Device& device, const data::DataSchema& schema, const EvalShard& shard) {
+  // This process's rows of the test set (all of them alone).
+  const int64_t total = x_all.size(0), from = total * shard.rank / shard.world,
+                to = total * (shard.rank + 1) / shard.world;
+  const auto x = x_all.narrow(0, from, to - from), y = y_all.narrow(0, from, to - from);
   namespace F = torch::nn::functional;
   torch::NoGradGuard no_grad;
   const bool text = schema.format == "text";
@@ -68,6 +72,18 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
       counts.index_add_(0, yb.cpu(), at::ones({len}, at::kDouble));
     }
   }
+  if (shard.world > 1) {  // the processes' sums, added up
+    auto sums = at::cat({at::tensor({static_cast<double>(n), loss_sum}, at::kDouble), hits, counts, sse, sum_y, sum_y2});
+    shard.all_reduce_sum(sums);
+    n = static_cast<int64_t>(std::llround(sums[0].item<double>()));
+    loss_sum = sums[1].item<double>();
+    const auto parts = sums.narrow(0, 2, 5 * k).split(k);
+    hits = parts[0].clone();
+    counts = parts[1].clone();
+    sse = parts[2].clone();
+    sum_y = parts[3].clone();
+    sum_y2 = parts[4].clone();
+  }
   EvalResult r;
   r.examples = n;
   r.loss = n ? loss_sum / n : 0.0;
@@ -94,7 +110,8 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
 std::vector<DepthEval> evaluate_each_depth(torch::nn::Module& model,
                                            const std::function<at::Tensor(const at::Tensor&)>& forward,
                                            const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
-                                           const at::Device& device, const data::DataSchema& schema) {
+                                           const at::Device& device, const data::DataSchema& schema,
+                                           const EvalShard& shard) {
   auto* dynamic = dynamic_cast<nn::DepthSampled*>(&model);
   if (!dynamic) return {};
   // Put the model's mode and depth back however the loop ends.
@@ -111,7 +128,7 @@ std::vector<DepthEval> evaluate_each_depth(torch::nn::Module& model,
   std::vector<DepthEval> out;
   for (int64_t d = dynamic->min_depth(); d <= dynamic->max_depth(); ++d) {
     dynamic->force_depth(d);
-    auto r = evaluate(forward, x, y, batch_size, device, schema);
+    auto r = evaluate(forward, x, y, batch_size, device, schema, shard);
     out.push_back({d, r.loss, std::move(r.metrics)});
   }
   return out;

@@ -41,12 +41,22 @@ const std::vector<std::string>& schema_metrics(const data::DataSchema& schema);
 /// Whether a larger value of metric `name` (loss, accuracy, rmse, r2) is better.
 bool higher_is_better(const std::string& name);
 
+/// Data-parallel evaluation: this process scores rows [rank·N/world, (rank+1)·N/world)
+/// of the test set, and `all_reduce_sum` adds the processes' sums (examples, loss,
+/// hits and counts per class, squared errors) in place, so every process gets the
+/// metrics of the whole set. The default is one process, the whole set.
+struct EvalShard {
+  int64_t rank = 0, world = 1;
+  std::function<void(at::Tensor&)> all_reduce_sum;
+};
+
 /// forward: (B, …) → (B, outputs), or (B, T, outputs) for a sequence model whose y
 /// is (B, T): each position counts as an example. x and y as data::Dataset holds them.
 /// Example: evaluate(fwd, test.x, test.y, 1000, device, data.schema)
 EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
                     const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
-                    const at::Device& device, const data::DataSchema& schema);
+                    const at::Device& device, const data::DataSchema& schema,
+                    const EvalShard& shard = {});
 
 /// A model's test loss and metrics when it runs at one depth (nn::DepthSampled).
 struct DepthEval {
@@ -62,7 +72,8 @@ struct DepthEval {
 std::vector<DepthEval> evaluate_each_depth(torch::nn::Module& model,
                                            const std::function<at::Tensor(const at::Tensor&)>& forward,
                                            const at::Tensor& x, const at::Tensor& y, int64_t batch_size,
-                                           const at::Device& device, const data::DataSchema& schema);
+                                           const at::Device& device, const data::DataSchema& schema,
+                                           const EvalShard& shard = {});
 
 /// "test by depth: 1 loss 0.41 accuracy 0.853, 2 …" for the run's log.
 std::string describe_depths(const std::vector<DepthEval>& depths);

@@ -75,6 +75,7 @@ class Run {
  private:
   void step(const data::Batch& batch);
   void evaluate_now();
+  EvalShard eval_shard() const;
   void save(bool with_metrics);
   void report_memory();
   at::Tensor forward(const at::Tensor& x);
@@ -333,11 +334,20 @@ void Run::step(const data::Batch& batch) {
   loss_ = loss;
 }
 
+// Data-parallel: each process scores its share of the test set, the sums added up.
+EvalShard Run::eval_shard() const {
+  if (!group_) return {};
+  return {group_->rank(), group_->size(), [g = group_](at::Tensor& sums) {
+            std::vector<at::Tensor> one{sums};
+            g->all_reduce_sum_(one);
+          }};
+}
+
 void Run::evaluate_now() {
   PhaseScope phase(profiler_->recording(), "evaluate");
   module_->eval();
   const auto ev = evaluate([this](const at::Tensor& x) { return forward(x); }, data_.test.x,
-                           data_.test.y, opt_.eval_batch_size(), device_, data_.schema);
+                           data_.test.y, opt_.eval_batch_size(), device_, data_.schema, eval_shard());
   module_->train();
   const double elapsed = seconds_since(start_);
   const int64_t done = pos_.step - result_.resumed_from;
@@ -370,7 +380,7 @@ void Run::evaluate_now() {
   if (pos_.epoch + 1 == opt_.epochs() && pos_.batch == batches_) {
     result_.per_depth = evaluate_each_depth(*module_, [this](const at::Tensor& x) { return forward(x); },
                                             data_.test.x, data_.test.y, opt_.eval_batch_size(), device_,
-                                            data_.schema);
+                                            data_.schema, eval_shard());
     for (const auto& d : result_.per_depth) {
       auto& entry = line["per_depth"][std::to_string(d.depth)];
       entry["loss"] = d.loss;

@@ -130,6 +130,14 @@ if [[ -n "$python" && -x "$python" ]] && "$python" -c "import numpy, safetensors
   diff=$(weights_diff "$tmp/one" "$tmp/two")
   echo "two processes against one after 20 steps: weights differ by at most $diff"
   "$python" -c "import sys; sys.exit(0 if float('$diff') <= 1e-6 else 1)" || fail "two processes against one: weights differ by $diff"
+  # The evaluation, sharded across the two and its sums added, reports what one process's does.
+  "$python" - "$tmp/one/metrics.jsonl" "$tmp/two/metrics.jsonl" <<'PY' || fail "two processes against one: the test lines differ"
+import json, sys
+one, two = ([json.loads(l) for l in open(p) if '"test"' in l] for p in sys.argv[1:3])
+assert len(one) == len(two) == 2, (len(one), len(two))
+for a, b in zip(one, two):
+    assert a["accuracy"] == b["accuracy"] and abs(a["loss"] - b["loss"]) <= 1e-6 * a["loss"], (a, b)
+PY
   [[ -s "$tmp/train_two_1.txt" ]] && fail "rank 1 printed: $(head -3 "$tmp/train_two_1.txt")"
   [[ $(ls "$tmp" | grep -c "^two") -eq 1 ]] || fail "a run directory other than rank 0's appeared"
 
