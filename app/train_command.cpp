@@ -302,8 +302,9 @@ int run_train(const TrainCommand& cmd) {
   train::TrainResult result;
   try {
     std::unique_ptr<dist::Group> group;
-    if (dist_env && dist_env->world_size > 1) {
-      group = std::make_unique<dist::Group>(*dist_env, std::chrono::seconds(config.dist.timeout_s));
+    if (dist_env) {  // torchrun, even with one process (a 1-process NCCL check on a GPU)
+      group = std::make_unique<dist::Group>(*dist_env, std::chrono::seconds(config.dist.timeout_s),
+                                            config.train.device != "cpu");
       spec.group = group.get();
     }
     result = train::train(spec, console);

@@ -100,6 +100,14 @@ grep -q "Top GPU kernels" "$prof" 2>/dev/null || train_rc=1
   sed -n '1,12p' "$prof" 2>/dev/null | sed 's/^/  /'
   grep -A 8 "Top GPU kernels" "$prof" 2>/dev/null | sed 's/^/  /' || echo "  no GPU kernel table"
 } | tee -a "$out/summary.txt"
+# Data-parallel on CUDA: one process under torchrun (the group's NCCL backend, c10d's
+# Reducer on CUDA gradients), its result beside the plain CUDA run's.
+(cd "$root" && timeout 300 "$py" -m torch.distributed.run --nproc-per-node=1 --no-python \
+  "$build/bin/kiln" train configs/tiny.toml --run-dir "$runs/nccl_1proc" --set train.device=cuda \
+  --set data.root="$data_root") > "$out/train_nccl_1proc.txt" 2>&1 || train_rc=1
+{
+  echo "train nccl_1proc (torchrun, 1 process, NCCL): $(grep -E "final test|kiln: error" "$out/train_nccl_1proc.txt" | head -2)"
+} | tee -a "$out/summary.txt"
 # The loader on CUDA: the data set in host memory, each batch gathered into pinned
 # memory and copied non-blocking by the prefetching worker, against prefetch off.
 for p in 0 2; do

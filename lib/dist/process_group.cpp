@@ -8,6 +8,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef KILN_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <cstdlib>
 #include <limits>
@@ -56,10 +59,14 @@ std::optional<Env> env_from_environment() {
 struct Group::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+  c10::intrusive_ptr<c10d::Backend> nccl;  // with cuda
   c10::intrusive_ptr<c10d::ProcessGroup> group;
+
+  c10d::Backend& backend_for(const at::Tensor& t) { return t.is_cuda() && nccl ? *nccl : *gloo; }
 };
 
-Group::Group(const Env& env, std::chrono::milliseconds timeout) : env_(env), impl_(std::make_unique<Impl>()) {
+Group::Group(const Env& env, std::chrono::milliseconds timeout, bool cuda)
+    : env_(env), impl_(std::make_unique<Impl>()) {
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(env.master_port);
@@ -90,6 +97,19 @@ Group::Group(const Env& env, std::chrono::milliseconds timeout) : env_(env), imp
                                                          static_cast<int>(env.world_size));
   impl_->group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, impl_->gloo);
   impl_->group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+  if (cuda) {
+#ifdef KILN_WITH_NCCL
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, static_cast<int>(env.rank),
+                                                              static_cast<int>(env.world_size), options);
+    impl_->group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, impl_->nccl);
+    impl_->group->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
+#else
+    throw InputError("train.device: data-parallel training on CUDA needs NCCL, and this kiln was built "
+                     "without it (no nccl.h at configure time: docs/distributed.md)");
+#endif
+  }
 }
 
 Group::~Group() = default;
@@ -99,14 +119,14 @@ void Group::broadcast_(std::vector<at::Tensor>& tensors, int64_t root) {
   o.rootRank = root;
   for (auto& t : tensors) {  // one tensor per call: Gloo's broadcast takes one per device
     std::vector<at::Tensor> one{t};
-    impl_->gloo->broadcast(one, o)->wait();
+    impl_->backend_for(t).broadcast(one, o)->wait();
   }
 }
 
 void Group::all_reduce_sum_(std::vector<at::Tensor>& tensors) {
   for (auto& t : tensors) {
     std::vector<at::Tensor> one{t};
-    impl_->gloo->allreduce(one)->wait();
+    impl_->backend_for(t).allreduce(one)->wait();
   }
 }
 

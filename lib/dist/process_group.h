@@ -29,7 +29,8 @@ struct Env {
 /// Example: if (auto env = kiln::dist::env_from_environment()) …
 std::optional<Env> env_from_environment();
 
-/// A process group of env.world_size processes: Gloo over TCP for CPU tensors.
+/// A process group of env.world_size processes: Gloo over TCP for CPU tensors, and with
+/// `cuda` NCCL for CUDA tensors (each process on its own GPU, cuda:LOCAL_RANK).
 /// Collectives wait for their result; a peer that does not answer within `timeout`
 /// (it died, it hangs) makes them throw naming the operation.
 /// Example: Group g(*env, std::chrono::seconds(60)); g.all_reduce_sum(grads);
@@ -38,7 +39,7 @@ class Group {
   /// Connects to (rank 0 without torchrun's agent: hosts) the TCPStore at
   /// MASTER_ADDR:MASTER_PORT and builds the group. An unreachable store or a port
   /// in use throws kiln::InputError naming the address.
-  Group(const Env& env, std::chrono::milliseconds timeout);
+  Group(const Env& env, std::chrono::milliseconds timeout, bool cuda = false);
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
@@ -47,9 +48,10 @@ class Group {
   int64_t size() const { return env_.world_size; }
   const Env& env() const { return env_; }
 
-  /// Every rank's tensors become rank `root`'s (in place).
+  /// Every rank's tensors become rank `root`'s (in place); CPU tensors over Gloo,
+  /// CUDA tensors over NCCL.
   void broadcast_(std::vector<at::Tensor>& tensors, int64_t root = 0);
-  /// Every rank's tensors become the element-wise sum over the ranks (in place).
+  /// Every rank's tensors become the element-wise sum over the ranks (in place), as broadcast_.
   void all_reduce_sum_(std::vector<at::Tensor>& tensors);
   /// Returns when every rank has called it.
   void barrier();

@@ -117,16 +117,16 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     : spec_(spec),
       opt_(spec.train),
       observer_(observer),
-      device_(resolve_device(spec.train.device())),
+      // Data-parallel on CUDA: each process its own GPU, cuda:LOCAL_RANK, unless the config names one.
+      device_(resolve_device(spec.group && spec.train.device() == "cuda"
+                                 ? "cuda:" + std::to_string(spec.group->env().local_rank)
+                                 : spec.train.device())),
       plan_(precision_plan(spec.train.precision(), device_.type())),
       scaler_(GradScalerOptions().enabled(plan_.loss_scaling)),
       group_(spec.group),
       writes_(!spec.group || spec.group->rank() == 0) {
   if (opt_.threads() > 0) at::set_num_threads(static_cast<int>(opt_.threads()));
   torch::manual_seed(opt_.seed());
-  if (group_ && !device_.is_cpu())
-    throw InputError(c10::str("train.device: data-parallel training runs on the CPU (Gloo) so far; found ",
-                              device_, " (NCCL for CUDA is not yet wired: docs/distributed.md)"));
   if (writes_) {
     fs::create_directories(spec.run_dir);
     log::open_file((fs::path(spec.run_dir) / "train.log").string());
