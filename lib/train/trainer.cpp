@@ -76,6 +76,7 @@ class Run {
   void step(const data::Batch& batch);
   void evaluate_now();
   EvalShard eval_shard() const;
+  void check_replicas();
   void save(bool with_metrics);
   void report_memory();
   at::Tensor forward(const at::Tensor& x);
@@ -334,6 +335,31 @@ void Run::step(const data::Batch& batch) {
   loss_ = loss;
 }
 
+// Data-parallel: the processes' parameters must be equal after every step (the same
+// start, the same averaged gradients). Checked once at the end against rank 0's: a
+// difference means the replicas drifted (a bug, or a process that trained otherwise),
+// and the run says so instead of saving one process's view as the truth.
+void Run::check_replicas() {
+  std::vector<at::Tensor> mine, theirs;
+  for (const auto& p : module_->parameters()) {
+    mine.push_back(p.detach());
+    theirs.push_back(p.detach().clone());
+  }
+  group_->broadcast_(theirs, 0);
+  double worst = 0.0;
+  for (size_t i = 0; i < mine.size(); ++i)
+    worst = std::max(worst, (mine[i] - theirs[i]).abs().max().item<double>());
+  std::vector<at::Tensor> any{at::tensor({worst > 0 ? 1.0 : 0.0}, at::kDouble)};
+  group_->all_reduce_sum_(any);
+  const auto differing = static_cast<int64_t>(any[0].item<double>());
+  if (differing > 0)
+    throw std::runtime_error(c10::str("data-parallel: at step ", pos_.step, " the parameters of ", differing,
+                                      " of ", group_->size(), " processes differ from rank 0's (by up to ", worst,
+                                      " here): the replicas drifted apart"));
+  log::info(c10::str("data-parallel: the ", group_->size(), " processes' parameters are identical at step ",
+                     pos_.step));
+}
+
 // Data-parallel: each process scores its share of the test set, the sums added up.
 EvalShard Run::eval_shard() const {
   if (!group_) return {};
@@ -499,6 +525,7 @@ TrainResult Run::run() {
     batch_options.transform([a = *augment_](data::Batch b) { return data::augment(std::move(b), a); });
   data::PrefetchLoader batches(*loader_, batch_options);
   bool stopped = false;
+  try {
   for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
     batches.start(pos_.epoch, pos_.batch);
     while (pos_.batch < batches_) {
@@ -511,33 +538,19 @@ TrainResult Run::run() {
         PhaseScope phase(profiler_->recording(), "data");
         batch = batches.next();
       }
-      int stop = 0;
       int64_t examples = batch.x.size(0);
       try {
         step(batch);
-        stop = observer_.stop_requested();
-        if (group_) {
-          // The processes' mean loss for the logs, and one decision to stop: a signal
-          // that reached one process stops them all after this step.
-          std::vector<at::Tensor> agree{at::tensor({loss_, static_cast<double>(stop)}, at::kDouble)};
-          group_->all_reduce_sum_(agree);
-          loss_ = agree[0][0].item<double>() / static_cast<double>(group_->size());
-          if (stop == 0 && agree[0][1].item<double>() > 0) stop = SIGTERM;
+        if (group_) {  // the processes' mean loss for the logs
+          std::vector<at::Tensor> mean{at::tensor({loss_}, at::kDouble)};
+          group_->all_reduce_sum_(mean);
+          loss_ = mean[0].item<double>() / static_cast<double>(group_->size());
           examples *= group_->size();
         }
       } catch (const c10::OutOfMemoryError& e) {
         throw std::runtime_error(describe_cuda_oom(
             e, opt_.batch_size() / opt_.accumulate(),
             (fs::path(spec_.run_dir) / "oom_snapshot.pickle").string(), device_.index()));
-      } catch (const TrainingDiverged&) {
-        throw;
-      } catch (const c10::Error&) {
-        throw;
-      } catch (const InputError&) {
-        throw;
-      } catch (const std::exception& e) {
-        if (!group_) throw;
-        throw std::runtime_error(dist::lost_peer_message(*group_, c10::str("step ", pos_.step + 1), e));
       }
       ++pos_.step;
       ++pos_.batch;
@@ -584,6 +597,13 @@ TrainResult Run::run() {
         empty_cuda_cache();
       step_scope.reset();  // closed before the profiler may stop
       if (auto profile = profiler_->end_step(pos_.step)) observer_.on_profile(*profile);
+      int stop = observer_.stop_requested();
+      if (group_) {
+        // One decision to stop: a signal that reached one process stops them all after this step.
+        std::vector<at::Tensor> any{at::tensor({static_cast<double>(stop)}, at::kDouble)};
+        group_->all_reduce_sum_(any);
+        if (stop == 0 && any[0].item<double>() > 0) stop = SIGTERM;
+      }
       if (stop) {
         result_.interrupted_by = stop;
         log::info(c10::str("signal ", result_.interrupted_by, ": stopping after step ", pos_.step));
@@ -599,9 +619,22 @@ TrainResult Run::run() {
     evaluate_now();
     if (!best_metric_.empty()) save(true);
   }
+  } catch (const TrainingDiverged&) {
+    throw;
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Data-parallel: a collective (the Reducer's, the loss's, the stop's, the
+    // evaluation's) that failed because another process is gone.
+    if (!group_) throw;
+    throw std::runtime_error(dist::lost_peer_message(*group_, c10::str("step ", pos_.step + 1), e));
+  }
   batches.stop();  // joins the worker, which may be waiting with a full queue
   if (auto profile = profiler_->finish(pos_.step)) observer_.on_profile(*profile);  // the run ended inside the window
 
+  if (group_) check_replicas();
   result_.finished = pos_.epoch >= opt_.epochs();
   result_.steps = pos_.step;
   result_.skipped_steps = scaler_.skipped_steps();

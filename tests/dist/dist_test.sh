@@ -138,6 +138,8 @@ assert len(one) == len(two) == 2, (len(one), len(two))
 for a, b in zip(one, two):
     assert a["accuracy"] == b["accuracy"] and abs(a["loss"] - b["loss"]) <= 1e-6 * a["loss"], (a, b)
 PY
+  grep -q "data-parallel: the 2 processes' parameters are identical at step 20" "$tmp/two/train.log" \
+    || fail "two processes: no check that both ranks' parameters are identical in train.log"
   [[ -s "$tmp/train_two_1.txt" ]] && fail "rank 1 printed: $(head -3 "$tmp/train_two_1.txt")"
   [[ $(ls "$tmp" | grep -c "^two") -eq 1 ]] || fail "a run directory other than rank 0's appeared"
 
