@@ -246,7 +246,8 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
         throw InputError(c10::str(
             "--resume ", spec.resume_checkpoint, ": expected ", saved, " process", saved == 1 ? "" : "es",
             " (the checkpoint's run trained in ", saved, ", each with its share of every epoch), found ", world,
-            ": resume it with ", saved == 1 ? std::string("kiln train alone") : c10::str("torchrun --nproc-per-node=", saved)));
+            ": resume it with ",
+            saved == 1 ? std::string("kiln train alone") : c10::str("torchrun --nproc-per-node=", saved)));
     }
     pos_ = checkpointer_->load(spec.resume_checkpoint);
     result_.resumed_from = pos_.step;
@@ -526,99 +527,99 @@ TrainResult Run::run() {
   data::PrefetchLoader batches(*loader_, batch_options);
   bool stopped = false;
   try {
-  for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
-    batches.start(pos_.epoch, pos_.batch);
-    while (pos_.batch < batches_) {
-      profiler_->begin_step(pos_.step + 1);
-      // In the trace, each step is a scope named as PyTorch's profiler names them.
-      std::optional<PhaseScope> step_scope;
-      if (profiler_->recording()) step_scope.emplace(true, "ProfilerStep#" + std::to_string(pos_.step + 1));
-      data::Batch batch;
-      {
-        PhaseScope phase(profiler_->recording(), "data");
-        batch = batches.next();
-      }
-      int64_t examples = batch.x.size(0);
-      try {
-        step(batch);
-        if (group_) {  // the processes' mean loss for the logs
-          std::vector<at::Tensor> mean{at::tensor({loss_}, at::kDouble)};
-          group_->all_reduce_sum_(mean);
-          loss_ = mean[0].item<double>() / static_cast<double>(group_->size());
-          examples *= group_->size();
+    for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
+      batches.start(pos_.epoch, pos_.batch);
+      while (pos_.batch < batches_) {
+        profiler_->begin_step(pos_.step + 1);
+        // In the trace, each step is a scope named as PyTorch's profiler names them.
+        std::optional<PhaseScope> step_scope;
+        if (profiler_->recording()) step_scope.emplace(true, "ProfilerStep#" + std::to_string(pos_.step + 1));
+        data::Batch batch;
+        {
+          PhaseScope phase(profiler_->recording(), "data");
+          batch = batches.next();
         }
-      } catch (const c10::OutOfMemoryError& e) {
-        throw std::runtime_error(describe_cuda_oom(
-            e, opt_.batch_size() / opt_.accumulate(),
-            (fs::path(spec_.run_dir) / "oom_snapshot.pickle").string(), device_.index()));
-      }
-      ++pos_.step;
-      ++pos_.batch;
-      pos_.loss_since_eval += loss_;
-      ++pos_.steps_since_eval;
-      window_samples_ += examples;
-      trained_samples_ += examples;
-      const double elapsed = seconds_since(start_);
-      const double lr = optimizer_->param_groups()[0].options().get_lr();
-      StepReport r{pos_.step, total_steps_, pos_.epoch + 1, opt_.epochs(), pos_.batch, batches_,
-                   loss_, lr, grad_norm_, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
-                   elapsed / static_cast<double>(pos_.step - result_.resumed_from) *
-                       (total_steps_ - pos_.step),
-                   scaler_.skipped_steps()};
-      if (pos_.step % opt_.log_every() == 0) {
-        const double window_s = seconds_since(window_start_);
-        nlohmann::ordered_json line = {{"split", "train"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
-                                       {"loss", loss_}, {"lr", lr}, {"grad_norm", grad_norm_},
-                                       {"skipped_steps", scaler_.skipped_steps()},
-                                       {"samples_per_s", window_samples_ / std::max(window_s, 1e-9)}};
-        if (scaler_.enabled()) line["loss_scale"] = scaler_.scale();  // fp16's dynamic loss scale
-        if (data::takes_tokens(data_.schema))  // a sequence model learns from every position
-          line["tokens_per_s"] = line["samples_per_s"].get<double>() * data_.schema.input_shape[0];
-        if (writes_) {
-          metrics_->write(line);
-          tb_->scalars("train", line);
+        int64_t examples = batch.x.size(0);
+        try {
+          step(batch);
+          if (group_) {  // the processes' mean loss for the logs
+            std::vector<at::Tensor> mean{at::tensor({loss_}, at::kDouble)};
+            group_->all_reduce_sum_(mean);
+            loss_ = mean[0].item<double>() / static_cast<double>(group_->size());
+            examples *= group_->size();
+          }
+        } catch (const c10::OutOfMemoryError& e) {
+          throw std::runtime_error(describe_cuda_oom(
+              e, opt_.batch_size() / opt_.accumulate(),
+              (fs::path(spec_.run_dir) / "oom_snapshot.pickle").string(), device_.index()));
         }
-        window_start_ = Clock::now();
-        window_samples_ = 0;
+        ++pos_.step;
+        ++pos_.batch;
+        pos_.loss_since_eval += loss_;
+        ++pos_.steps_since_eval;
+        window_samples_ += examples;
+        trained_samples_ += examples;
+        const double elapsed = seconds_since(start_);
+        const double lr = optimizer_->param_groups()[0].options().get_lr();
+        StepReport r{pos_.step, total_steps_, pos_.epoch + 1, opt_.epochs(), pos_.batch, batches_,
+                     loss_, lr, grad_norm_, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
+                     elapsed / static_cast<double>(pos_.step - result_.resumed_from) *
+                         (total_steps_ - pos_.step),
+                     scaler_.skipped_steps()};
+        if (pos_.step % opt_.log_every() == 0) {
+          const double window_s = seconds_since(window_start_);
+          nlohmann::ordered_json line = {{"split", "train"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
+                                         {"loss", loss_}, {"lr", lr}, {"grad_norm", grad_norm_},
+                                         {"skipped_steps", scaler_.skipped_steps()},
+                                         {"samples_per_s", window_samples_ / std::max(window_s, 1e-9)}};
+          if (scaler_.enabled()) line["loss_scale"] = scaler_.scale();  // fp16's dynamic loss scale
+          if (data::takes_tokens(data_.schema))  // a sequence model learns from every position
+            line["tokens_per_s"] = line["samples_per_s"].get<double>() * data_.schema.input_shape[0];
+          if (writes_) {
+            metrics_->write(line);
+            tb_->scalars("train", line);
+          }
+          window_start_ = Clock::now();
+          window_samples_ = 0;
+        }
+        observer_.on_step(r);
+        const auto& tb = spec_.tensorboard;
+        if (writes_ && tb.histogram_every() > 0 && pos_.step % tb.histogram_every() == 0)
+          write_histograms(*tb_, *module_, pos_.step);
+        const bool epoch_end = pos_.batch == batches_;
+        if (opt_.eval_every() > 0 && pos_.step % opt_.eval_every() == 0 && !epoch_end) {
+          evaluate_now();
+          if (!best_metric_.empty()) save(true);
+        }
+        if (spec_.checkpoint.every() > 0 && pos_.step % spec_.checkpoint.every() == 0) save(true);
+        const auto& mem = spec_.memory;
+        if (mem.report_every() > 0 && pos_.step % mem.report_every() == 0) report_memory();
+        if (device_.is_cuda() && mem.empty_cache_every() > 0 && pos_.step % mem.empty_cache_every() == 0)
+          empty_cuda_cache();
+        step_scope.reset();  // closed before the profiler may stop
+        if (auto profile = profiler_->end_step(pos_.step)) observer_.on_profile(*profile);
+        int stop = observer_.stop_requested();
+        if (group_) {
+          // One decision to stop: a signal that reached one process stops them all after this step.
+          std::vector<at::Tensor> any{at::tensor({static_cast<double>(stop)}, at::kDouble)};
+          group_->all_reduce_sum_(any);
+          if (stop == 0 && any[0].item<double>() > 0) stop = SIGTERM;
+        }
+        if (stop) {
+          result_.interrupted_by = stop;
+          log::info(c10::str("signal ", result_.interrupted_by, ": stopping after step ", pos_.step));
+          stopped = true;
+          break;
+        }
+        if (opt_.max_steps() > 0 && pos_.step >= opt_.max_steps()) {
+          stopped = true;
+          break;
+        }
       }
-      observer_.on_step(r);
-      const auto& tb = spec_.tensorboard;
-      if (writes_ && tb.histogram_every() > 0 && pos_.step % tb.histogram_every() == 0)
-        write_histograms(*tb_, *module_, pos_.step);
-      const bool epoch_end = pos_.batch == batches_;
-      if (opt_.eval_every() > 0 && pos_.step % opt_.eval_every() == 0 && !epoch_end) {
-        evaluate_now();
-        if (!best_metric_.empty()) save(true);
-      }
-      if (spec_.checkpoint.every() > 0 && pos_.step % spec_.checkpoint.every() == 0) save(true);
-      const auto& mem = spec_.memory;
-      if (mem.report_every() > 0 && pos_.step % mem.report_every() == 0) report_memory();
-      if (device_.is_cuda() && mem.empty_cache_every() > 0 && pos_.step % mem.empty_cache_every() == 0)
-        empty_cuda_cache();
-      step_scope.reset();  // closed before the profiler may stop
-      if (auto profile = profiler_->end_step(pos_.step)) observer_.on_profile(*profile);
-      int stop = observer_.stop_requested();
-      if (group_) {
-        // One decision to stop: a signal that reached one process stops them all after this step.
-        std::vector<at::Tensor> any{at::tensor({static_cast<double>(stop)}, at::kDouble)};
-        group_->all_reduce_sum_(any);
-        if (stop == 0 && any[0].item<double>() > 0) stop = SIGTERM;
-      }
-      if (stop) {
-        result_.interrupted_by = stop;
-        log::info(c10::str("signal ", result_.interrupted_by, ": stopping after step ", pos_.step));
-        stopped = true;
-        break;
-      }
-      if (opt_.max_steps() > 0 && pos_.step >= opt_.max_steps()) {
-        stopped = true;
-        break;
-      }
+      if (pos_.batch < batches_) break;  // stopped mid-epoch: no evaluation
+      evaluate_now();
+      if (!best_metric_.empty()) save(true);
     }
-    if (pos_.batch < batches_) break;  // stopped mid-epoch: no evaluation
-    evaluate_now();
-    if (!best_metric_.empty()) save(true);
-  }
   } catch (const TrainingDiverged&) {
     throw;
   } catch (const c10::Error&) {
