@@ -176,6 +176,25 @@ void complete(Config& config, const std::vector<std::string>& overrides) {
 // Whether a new run may claim `dir` (claim() would succeed), without touching it.
 bool is_free(const fs::path& dir) { return !has_trained(dir) && !fs::exists(dir / kRunMarker); }
 
+// A run killed before its first checkpoint: its config.toml is there, no complete
+// checkpoint is. `--resume DIR` starts it again from step 0 — unless the process in
+// its marker still runs (it has not died; it just has not saved yet).
+bool started_without_checkpoint(const fs::path& dir) {
+  return fs::is_directory(dir) && fs::exists(dir / "config.toml") && !fs::exists(dir / "manifest.json") &&
+         !train::latest_checkpoint(dir.string());
+}
+
+void refuse_if_running(const fs::path& dir) {
+  std::ifstream marker(dir / kRunMarker);
+  std::string word;
+  long long pid = 0;
+  if (marker >> word >> pid && word == "pid" && pid > 0 && pid != ::getpid() &&
+      (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM))
+    throw InputError(dir.string() + ": --resume: expected a stopped run, found one still running (pid " +
+                     std::to_string(pid) + ", " + (dir / kRunMarker).string() + ") that has not written its "
+                     "first checkpoint yet");
+}
+
 }  // namespace
 
 std::string default_config_path() {
@@ -221,6 +240,7 @@ int run_train(const TrainCommand& cmd) {
   Config config;
   fs::path run_dir;
   train::ResumeTarget resume;
+  bool restarting = false;  // --resume of a run killed before its first checkpoint
   if (!cmd.resume_dir.empty()) {
     if (!cmd.config_path.empty())
       throw ConfigError("--resume " + cmd.resume_dir + ": the run's own config.toml is used; "
@@ -228,7 +248,13 @@ int run_train(const TrainCommand& cmd) {
     if (!cmd.run_dir.empty())
       throw ConfigError("--resume " + cmd.resume_dir + " continues that run in its own directory; "
                         "--run-dir " + cmd.run_dir + " cannot be given with it");
-    resume = train::resolve_resume(cmd.resume_dir, Config{}.run.dir);
+    if (started_without_checkpoint(cmd.resume_dir)) {
+      refuse_if_running(cmd.resume_dir);
+      resume = {cmd.resume_dir, ""};  // from step 0, in its own directory, with its own config
+      restarting = true;
+    } else {
+      resume = train::resolve_resume(cmd.resume_dir, Config{}.run.dir);
+    }
     run_dir = resume.run_dir;
     if (!fs::exists(run_dir / "config.toml"))
       throw ConfigError(run_dir.string() + ": --resume: expected a run directory with "
@@ -248,7 +274,8 @@ int run_train(const TrainCommand& cmd) {
     // claiming anything; then the summary of what it would train.
     std::string would;
     if (!cmd.resume_dir.empty()) {
-      would = "would continue in " + run_dir.string() + " from " + resume.checkpoint_dir;
+      would = restarting ? "would start " + run_dir.string() + " again from step 0 (stopped before its first checkpoint)"
+                         : "would continue in " + run_dir.string() + " from " + resume.checkpoint_dir;
     } else if (!cmd.run_dir.empty()) {
       if (!is_free(cmd.run_dir))
         throw ConfigError(cmd.run_dir + ": already holds a run; continue it with --resume " + cmd.run_dir +
@@ -273,6 +300,20 @@ int run_train(const TrainCommand& cmd) {
   bool existed = true;  // whether the run directory was there before this command
   if (follower) {
     if (cmd.resume_dir.empty()) run_dir = cmd.run_dir.empty() ? fs::path(config.run.dir) / config.run.name : fs::path(cmd.run_dir);
+  } else if (restarting) {
+    // What the killed run wrote (metrics, memory lines) is set aside, not mixed in, and
+    // the directory's marker names this process now.
+    train::set_aside_after(run_dir.string(), 0);
+    if (fs::exists(run_dir / "tb")) {  // its TensorBoard events too, beside the checkpoints set aside
+      fs::path aside = run_dir / train::kSupersededDir / "tb";
+      for (int k = 2; fs::exists(aside); ++k) aside = run_dir / train::kSupersededDir / ("tb-" + std::to_string(k));
+      fs::create_directories(aside.parent_path());
+      fs::rename(run_dir / "tb", aside);
+    }
+    std::ofstream(run_dir / kRunMarker, std::ios::trunc) << "pid " << ::getpid() << "\n";
+    if (out != ConsoleMode::kQuiet && out != ConsoleMode::kJson)
+      std::printf("kiln train: %s holds a run stopped before its first checkpoint: starting it again from "
+                  "step 0 with its config.toml\n", run_dir.c_str());
   } else if (cmd.resume_dir.empty() && !cmd.run_dir.empty()) {
     run_dir = cmd.run_dir;  // named explicitly: never reuse a directory that holds a run
     existed = fs::exists(run_dir);

@@ -290,5 +290,18 @@ expect 2 "cut/metrics.jsonl:2: expected a JSON object, found '\{\"split\":\"trai
 expect 0 "kiln report RUN_DIR \[RUN_DIR \.\.\.\] \[-o FILE\]" -- report --help
 expect 2 "Option .+bogus.+ does not exist \(see kiln report --help\)" -- report --bogus
 
+# A run stopped before its first checkpoint (here: its checkpoints removed, its marker
+# naming a process that is gone) starts again from step 0 with --resume; its earlier
+# lines are set aside. One whose process still runs is refused.
+"$kiln" train configs/tiny.toml --run-dir "$tmp/early" --set data.train_limit=640 --quiet > /dev/null 2>&1
+rm -rf "$tmp/early/checkpoints"
+expect 0 "holds a run stopped before its first checkpoint: starting it again from step 0" -- train --resume "$tmp/early"
+checks=$((checks + 1))
+[[ -d "$tmp/early/checkpoints" && -s "$tmp/early/metrics.superseded.jsonl" && -d "$tmp/early/superseded/tb" ]] \
+  || { failures=$((failures + 1)); echo "FAIL: the restarted run lacks a checkpoint or its set-aside lines"; }
+rm -rf "$tmp/early/checkpoints"
+echo "pid $$" > "$tmp/early/.kiln-run"
+expect 2 "early: --resume: expected a stopped run, found one still running \(pid $$" -- train --resume "$tmp/early"
+
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
