@@ -14,6 +14,7 @@
 #include "sample_command.h"
 #include "summary_command.h"
 #include "train_command.h"
+#include "util/error.h"
 #include "util/heap.h"
 
 namespace {
@@ -117,17 +118,17 @@ int main(int argc, char** argv) {
   kiln::heap::keep_freed_memory();
   try {
     return run(argc, argv);
-  } catch (const kiln::InputError& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+  } catch (const kiln::InputError& e) {  // messages may quote a file's bytes: printable() escapes them
+    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what()).c_str());
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {
-    std::fprintf(stderr, "kiln: error: %s (see kiln train --help)\n", e.what());
+    std::fprintf(stderr, "kiln: error: %s (see kiln train --help)\n", kiln::printable(e.what()).c_str());
     return 2;
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", e.what_without_backtrace());
+    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what_without_backtrace()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what()).c_str());
     return 1;
   }
 }

@@ -303,5 +303,15 @@ rm -rf "$tmp/early/checkpoints"
 echo "pid $$" > "$tmp/early/.kiln-run"
 expect 2 "early: --resume: expected a stopped run, found one still running \(pid $$" -- train --resume "$tmp/early"
 
+# A file's own bytes quoted in a message reach the terminal escaped: a non-UTF-8 byte
+# and a terminal escape sequence in a safetensors header.
+printf '\x0d\x00\x00\x00\x00\x00\x00\x00{"a\x80\x1b[31m":1}' > "$tmp/raw.safetensors"
+expect 2 "last read: '\"a\\\\x80'" -- train configs/tiny.toml --set model.init_from="$tmp/raw.safetensors" --run-dir "$tmp/raw_run"
+checks=$((checks + 1))
+if "$kiln" train configs/tiny.toml --set model.init_from="$tmp/raw.safetensors" --run-dir "$tmp/raw_run" 2>&1 \
+   | LC_ALL=C grep -q $'[\x80\x1b]'; then
+  failures=$((failures + 1)); echo "FAIL: a message printed a file's raw bytes"
+fi
+
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
