@@ -173,6 +173,11 @@ void complete(Config& config, const std::vector<std::string>& overrides) {
   }
 }
 
+// A new run's k-th choice of directory: run.dir/run.name, then run.name-2, run.name-3, …
+fs::path candidate_run_dir(const Config& config, int k) {
+  return fs::path(config.run.dir) / (k == 1 ? config.run.name : config.run.name + "-" + std::to_string(k));
+}
+
 // Whether a new run may claim `dir` (claim() would succeed), without touching it.
 bool is_free(const fs::path& dir) { return !has_trained(dir) && !fs::exists(dir / kRunMarker); }
 
@@ -282,8 +287,8 @@ int run_train(const TrainCommand& cmd) {
                           ", or choose another --run-dir");
       would = "run directory " + cmd.run_dir;
     } else {
-      fs::path dir = fs::path(config.run.dir) / config.run.name;
-      for (int k = 2; !is_free(dir); ++k) dir = fs::path(config.run.dir) / (config.run.name + "-" + std::to_string(k));
+      fs::path dir = candidate_run_dir(config, 1);
+      for (int k = 2; !is_free(dir); ++k) dir = candidate_run_dir(config, k);
       would = "run directory " + dir.string();
     }
     print_summary(to_run_spec(config), "kiln train --dry-run: " + would + " (nothing written)");
@@ -322,11 +327,11 @@ int run_train(const TrainCommand& cmd) {
                         run_dir.string() + ", or choose another --run-dir");
   } else if (cmd.resume_dir.empty()) {
     // run.dir/run.name, or the first free run.name-2, run.name-3, … beside it.
-    run_dir = fs::path(config.run.dir) / config.run.name;
+    run_dir = candidate_run_dir(config, 1);
     for (int k = 2;; ++k) {
       existed = fs::exists(run_dir);
       if (claim(run_dir)) break;
-      run_dir = fs::path(config.run.dir) / (config.run.name + "-" + std::to_string(k));
+      run_dir = candidate_run_dir(config, k);
     }
   }
   if (out == ConsoleMode::kJson)
@@ -368,10 +373,11 @@ int run_train(const TrainCommand& cmd) {
   const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
                     : result.finished     ? nullptr
                                           : "train.max_steps";
-  if (follower) return result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;
+  const int exit_code = result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;
+  if (follower) return exit_code;
   if (mode == ConsoleMode::kJson) {
     print_json_result(result, run_dir, why);
-    return result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;
+    return exit_code;
   }
   if (result.resumed_from > 0)
     std::printf("resumed at step %lld\n", static_cast<long long>(result.resumed_from));
@@ -420,8 +426,7 @@ int run_train(const TrainCommand& cmd) {
   if (result.skipped_steps > 0)
     std::printf("%lld steps skipped for inf/NaN gradients (fp16 loss scaling)\n",
                 static_cast<long long>(result.skipped_steps));
-  if (result.interrupted_by) return InterruptGuard::exit_code(result.interrupted_by);
-  return 0;
+  return exit_code;
 }
 
 }  // namespace kiln::app

@@ -125,9 +125,10 @@ void tabulate(const std::vector<prof::KinetoEvent>& events, ProfileReport& repor
       phases[e.name()] += dur;
       continue;
     }
-    auto& s = ops[{e.name(), format_shapes(e)}];
+    auto shapes = format_shapes(e);
+    auto& s = ops[{e.name(), shapes}];
     s.name = e.name();
-    s.shapes = format_shapes(e);
+    s.shapes = std::move(shapes);
     ++s.calls;
     s.self_ns += std::max<int64_t>(0, dur - child_ns[i]);
     s.total_ns += dur;

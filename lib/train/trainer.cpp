@@ -67,6 +67,26 @@ optim::ScheduleOptions schedule_options(const ScheduleSpec& s, int64_t total_ste
   return o;
 }
 
+// A checkpoint's position counts each process's share of an epoch: it resumes only
+// with as many processes as wrote it (its dist.json; none: one process).
+void check_process_count(const std::string& checkpoint, int64_t world) {
+  int64_t saved = 1;
+  if (const auto text = read_checkpoint_file(checkpoint, kDistFile)) {
+    const auto j = nlohmann::json::parse(*text, nullptr, false);
+    saved = j.is_object() && j.contains("processes") && j["processes"].is_number_integer()
+                ? j["processes"].get<int64_t>()
+                : -1;
+    if (saved < 1)
+      throw InputError(c10::str(checkpoint, "/", kDistFile, ": expected {\"processes\": N, …}, found ", *text));
+  }
+  if (saved != world)
+    throw InputError(c10::str(
+        "--resume ", checkpoint, ": expected ", saved, " process", saved == 1 ? "" : "es",
+        " (the checkpoint's run trained in ", saved, ", each with its share of every epoch), found ", world,
+        ": resume it with ",
+        saved == 1 ? std::string("kiln train alone") : c10::str("torchrun --nproc-per-node=", saved)));
+}
+
 class Run {
  public:
   Run(const RunSpec& spec, TrainObserver& observer);
@@ -106,6 +126,7 @@ class Run {
 
   TrainPosition pos_;
   TrainResult result_;
+  int64_t batch_ = 0;  // examples a step in this process (train.batch_size, or its share of it)
   int64_t total_steps_ = 0, batches_ = 0, saved_step_ = -1, evaluated_step_ = -1,
           reported_step_ = -1;
   int64_t activation_peak_ = 0;
@@ -163,15 +184,15 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   }
   // Data-parallel: each process takes its share of every epoch (BatchLoader::shard),
   // batch_size examples a step (dist.batch = "per_rank"), or batch_size / processes.
-  int64_t batch = opt_.batch_size();
+  batch_ = opt_.batch_size();
   if (group_ && spec.dist.global_batch()) {
-    if (batch % group_->size() != 0 || (batch / group_->size()) % opt_.accumulate() != 0)
+    if (batch_ % group_->size() != 0 || (batch_ / group_->size()) % opt_.accumulate() != 0)
       throw InputError(c10::str("train.batch_size: with dist.batch = \"global\", expected a multiple of the ",
                                 group_->size(), " processes (times train.accumulate, ", opt_.accumulate(),
-                                "), found ", batch));
-    batch /= group_->size();
+                                "), found ", batch_));
+    batch_ /= group_->size();
   }
-  loader_.emplace(data_.train.x, data_.train.y, batch, /*shuffle=*/true, opt_.seed(), data_.train_draws);
+  loader_.emplace(data_.train.x, data_.train.y, batch_, /*shuffle=*/true, opt_.seed(), data_.train_draws);
   if (group_) loader_->shard(group_->rank(), group_->size());
   batches_ = loader_->size();
   total_steps_ = opt_.epochs() * batches_;
@@ -230,25 +251,9 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   // How many processes wrote a checkpoint, and so how its position (the batch within
   // the epoch, each process's share) is to be read: a resume must use as many.
   const int64_t world = group_ ? group_->size() : 1;
-  checkpointer_->add_file(kDistFile, nlohmann::json{{"processes", world}, {"batch_per_process", batch}}.dump() + "\n");
+  checkpointer_->add_file(kDistFile, nlohmann::json{{"processes", world}, {"batch_per_process", batch_}}.dump() + "\n");
   if (!spec.resume_checkpoint.empty()) {
-    {
-      int64_t saved = 1;  // a checkpoint from before dist.json: one process's
-      if (const auto text = read_checkpoint_file(spec.resume_checkpoint, kDistFile)) {
-        const auto j = nlohmann::json::parse(*text, nullptr, false);
-        saved = j.is_object() && j.contains("processes") && j["processes"].is_number_integer()
-                    ? j["processes"].get<int64_t>() : -1;
-        if (saved < 1)
-          throw InputError(c10::str(spec.resume_checkpoint, "/", kDistFile,
-                                    ": expected {\"processes\": N, …}, found ", *text));
-      }
-      if (saved != world)
-        throw InputError(c10::str(
-            "--resume ", spec.resume_checkpoint, ": expected ", saved, " process", saved == 1 ? "" : "es",
-            " (the checkpoint's run trained in ", saved, ", each with its share of every epoch), found ", world,
-            ": resume it with ",
-            saved == 1 ? std::string("kiln train alone") : c10::str("torchrun --nproc-per-node=", saved)));
-    }
+    check_process_count(spec.resume_checkpoint, world);
     pos_ = checkpointer_->load(spec.resume_checkpoint);
     result_.resumed_from = pos_.step;
     log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step));
@@ -266,7 +271,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
       if (p.requires_grad()) trained.push_back(p);
     const bool depth_sampled = dynamic_cast<nn::DepthSampled*>(module_.get()) != nullptr;
     reducer_.emplace(*group_, trained, spec.dist.bucket_bytes(), /*find_unused=*/depth_sampled);
-    log::info(c10::str("data-parallel: rank ", group_->rank(), " of ", group_->size(), ", ", batch,
+    log::info(c10::str("data-parallel: rank ", group_->rank(), " of ", group_->size(), ", ", batch_,
                        " examples a step each, ", reducer_->buckets().size(), " gradient buckets"));
   }
 }
@@ -447,12 +452,11 @@ void Run::save(bool with_metrics) {
 }
 
 void Run::report_memory() {
-  if (reported_step_ == pos_.step) return;
+  if (reported_step_ == pos_.step || !writes_) return;
   reported_step_ = pos_.step;
   const auto r = memory_report(pos_.step, *optimizer_, device_,
                                activation_peak_ > 0 ? std::optional<int64_t>(activation_peak_)
                                                     : std::nullopt);
-  if (!writes_) return;
   memory_lines_->write(r.json());
   tb_->scalars("memory", r.json());
   observer_.on_memory(r);
@@ -485,7 +489,7 @@ TrainResult Run::run() {
       << data::task_name(data_.schema.task) << ", " << data_.train.size() << " train / "
       << data_.test.size() << " test examples, ";
     if (data_.train_draws > 0) s << data_.train_draws << " drawn at random per epoch, ";
-    s << batches_ << " batches of " << opt_.batch_size() << " per epoch";
+    s << batches_ << " batches of " << batch_ << " per epoch";
     if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
     if (group_)
       s << " on each of " << group_->size() << " processes (data-parallel, rank " << group_->rank() << ")";
@@ -550,7 +554,7 @@ TrainResult Run::run() {
           }
         } catch (const c10::OutOfMemoryError& e) {
           throw std::runtime_error(describe_cuda_oom(
-              e, opt_.batch_size() / opt_.accumulate(),
+              e, batch_ / opt_.accumulate(),
               (fs::path(spec_.run_dir) / "oom_snapshot.pickle").string(), device_.index()));
         }
         ++pos_.step;
