@@ -350,7 +350,7 @@ TrainPosition Checkpointer::load(const std::string& checkpoint_dir) {
   for (size_t i = 0; i < parts_.size(); ++i) {
     const std::string file = path(parts_[i].name + ".pt");
     InputArchive ar;
-    torch_pickle::load_archive(ar, part_bytes[i], file);  // .pt, or older TorchScript archives
+    torch_pickle::load_archive(ar, part_bytes[i], file);
     try {
       parts_[i].load(ar);
     } catch (const c10::Error& e) {

@@ -1,7 +1,7 @@
-// Archives to dicts and back through torch::serialize's public API: an OutputArchive is
-// read back as an InputArchive and walked key by key; a dict is written into a fresh
-// OutputArchive and read back as an InputArchive. Tensors are copied exactly, so a
-// resume from these files is as bit-exact as from TorchScript archives.
+// Archives to dicts and back: an OutputArchive is read back as an InputArchive and
+// walked key by key; a dict is written into a fresh OutputArchive whose module is handed
+// to the InputArchive as it is, so that loading a state file never compiles or runs
+// anything (see ArchiveModule). Tensors are copied exactly: a resume is bit-exact.
 #include "util/torch_archive.h"
 
 #include <c10/util/StringUtil.h>
@@ -17,6 +17,29 @@ namespace {
 
 using torch::serialize::InputArchive;
 using torch::serialize::OutputArchive;
+
+// The torch::jit::Module an archive holds. InputArchive fills its module only through
+// load_from, which imports a TorchScript archive: it parses and compiles the code/ the
+// file holds, so a state file would be code (a mutated one gave TorchScript compiler
+// errors, issue 16). OutputArchive::write builds the same kind of module from values
+// alone (register_attribute, register_parameter, register_module: no code), and that
+// module is what InputArchive's readers walk. libtorch has no accessor for either
+// member; an explicit instantiation may name a private member ([temp.spec.general]/6),
+// which is how these two pointers-to-member are taken — once, here.
+template <typename Tag, typename Tag::type Member>
+struct MemberOf {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+struct InputModule {
+  using type = torch::jit::Module InputArchive::*;
+  friend type member(InputModule);
+};
+struct OutputModule {
+  using type = torch::jit::Module OutputArchive::*;
+  friend type member(OutputModule);
+};
+template struct MemberOf<InputModule, &InputArchive::module_>;
+template struct MemberOf<OutputModule, &OutputArchive::module_>;
 
 c10::impl::GenericDict dict_of(InputArchive& ar, const std::string& where) {
   c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
@@ -89,18 +112,20 @@ std::string serialize_archive(OutputArchive& archive) {
 
 void load_archive(InputArchive& archive, std::string_view bytes, const std::string& source) {
   const auto names = record_names(bytes, source);  // kiln::InputError for a file that is no archive
-  const bool torchscript = std::find(names.begin(), names.end(), "constants.pkl") != names.end();
+  const auto has = [&](const char* name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  if (has("constants.pkl") || has("code/__torch__.py"))
+    throw InputError(c10::str(
+        source, ": expected a data-only .pt file (a dict of tensors and plain values), found a "
+        "TorchScript archive (kiln wrote these before 2026-11-30): loading one compiles the code "
+        "it holds, which kiln does not do; resume it with the kiln that wrote it"));
   try {
-    if (torchscript) {
-      archive.load_from(bytes.data(), bytes.size());
-      return;
-    }
     const c10::IValue value = deserialize(bytes, source);
     TORCH_CHECK(value.isGenericDict(), "expected a dict (an archive), found a ", value.tagKind());
     OutputArchive rebuilt;
     fill(rebuilt, value.toGenericDict(), "archive");
-    const std::string script = bytes_of(rebuilt);
-    archive.load_from(script.data(), script.size());
+    archive.*member(InputModule{}) = rebuilt.*member(OutputModule{});
   } catch (const c10::Error& e) {
     throw InputError(c10::str(source, ": not a readable archive (", e.what_without_backtrace(), ")"));
   }

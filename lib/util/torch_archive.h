@@ -17,9 +17,11 @@ namespace kiln::torch_pickle {
 /// Example: OutputArchive ar; optimizer.save(ar); files::write_synced(p, serialize_archive(ar));
 std::string serialize_archive(torch::serialize::OutputArchive& archive);
 
-/// Loads into `archive` a .pt file of serialize_archive(), or the TorchScript archive
-/// OutputArchive::save_to writes (kiln's checkpoints before this format). A file that
-/// is neither throws kiln::InputError naming `source`.
+/// Loads into `archive` a .pt file of serialize_archive(): data only, nothing in the
+/// file is compiled or run. Any other file — a TorchScript archive (what
+/// OutputArchive::save_to writes, and kiln's checkpoints held before 2026-11-30), a
+/// damaged file, a .pt of something other than a dict — throws kiln::InputError naming
+/// `source`.
 /// Example: InputArchive ar; load_archive(ar, files::read(p), p); optimizer.load(ar);
 void load_archive(torch::serialize::InputArchive& archive, std::string_view bytes,
                   const std::string& source);

@@ -17,6 +17,7 @@
 #include "util/files.h"
 #include "util/safetensors.h"
 #include "util/torch_pickle.h"
+#include "util/torch_archive.h"
 
 namespace fs = std::filesystem;
 using kiln::train::Checkpointer;
@@ -146,8 +147,8 @@ TEST_CASE("a checkpoint restores model, optimizer, extra part, RNG and position"
   }
 }
 
-TEST_CASE("a checkpoint's .pt files are dicts torch.load(weights_only=True) reads; older "
-          "TorchScript ones still resume bit for bit", "[train][checkpoint][interop]") {
+TEST_CASE("a checkpoint's .pt files are dicts torch.load(weights_only=True) reads; TorchScript "
+          "ones are refused, never compiled", "[train][checkpoint][interop]") {
   kiln::test::TempDir dir;
   Setup a(dir / "run", 1);
   a.train_steps(3);
@@ -162,7 +163,21 @@ TEST_CASE("a checkpoint's .pt files are dicts torch.load(weights_only=True) read
   REQUIRE(kiln::torch_pickle::load_file(saved + "/scaler.pt").toGenericDict().at("counter").toInt() == 7);
   REQUIRE(kiln::torch_pickle::load_file(saved + "/optimizer.pt").isGenericDict());
 
-  // The same state as kiln wrote it before: OutputArchive::save_to, a TorchScript archive.
+  const auto next_random = torch::rand({4});
+  {
+    Setup b(dir / "run", 2);
+    torch::manual_seed(7);
+    const auto back = b.checkpointer.load(saved);
+    REQUIRE((back.step == 3 && back.shuffle_seed == 99 && back.loss_since_eval == 1.5));
+    REQUIRE(b.counter == 7);
+    REQUIRE(torch::equal(b.scale, a.scale));
+    REQUIRE(torch::equal(torch::rand({4}), next_random));
+    require_equal(b.params(), a.params());
+  }
+
+  // The same state as kiln wrote it before 2026-11-30 (OutputArchive::save_to, a
+  // TorchScript archive whose code/ its importer compiles), file by file: refused
+  // naming the file, and the run it was to be loaded into is as it was.
   const auto script = [](const std::function<void(torch::serialize::OutputArchive&)>& fill) {
     torch::serialize::OutputArchive ar;
     fill(ar);
@@ -170,37 +185,24 @@ TEST_CASE("a checkpoint's .pt files are dicts torch.load(weights_only=True) read
     ar.save_to(out);
     return out.str();
   };
-  const auto old = dir / "old";
-  fs::copy(saved, old, fs::copy_options::recursive);
-  rewrite(old, "optimizer.pt", script([&](auto& ar) { a.optimizer.save(ar); }));
-  rewrite(old, "scaler.pt", script([&](auto& ar) {
-            ar.write("counter", c10::IValue(a.counter));
-            ar.write("scale", a.scale);
-          }));
-  rewrite(old, "trainer.pt", script([&](auto& ar) {
-            for (const auto& [key, value] : std::vector<std::pair<std::string, int64_t>>{
-                     {"step", 3}, {"epoch", 1}, {"batch", 2}, {"shuffle_seed", 99},
-                     {"steps_since_eval", 2}, {"rng_cuda_devices", 0}})
-              ar.write(key, c10::IValue(value));
-            ar.write("loss_since_eval", c10::IValue(1.5));
-            ar.write("rng_cpu", rng);
-          }));
-  const auto next_random = torch::rand({4});
-  for (const auto& from : {saved, old}) {
-    INFO(from);
-    Setup b(dir / "run", 2);
-    torch::manual_seed(7);
-    const auto back = b.checkpointer.load(from);
-    REQUIRE((back.step == 3 && back.shuffle_seed == 99 && back.loss_since_eval == 1.5));
-    REQUIRE(b.counter == 7);
-    REQUIRE(torch::equal(b.scale, a.scale));
-    REQUIRE(torch::equal(torch::rand({4}), next_random));
-    require_equal(b.params(), a.params());
-    Setup c(dir / "run", 3);  // one more step from the checkpoint is the same from either form
-    c.checkpointer.load(saved);
-    b.train_steps(1);
-    c.train_steps(1);
-    require_equal(b.params(), c.params());
+  const std::vector<std::pair<std::string, std::string>> old_files{
+      {"optimizer.pt", script([&](auto& ar) { a.optimizer.save(ar); })},
+      {"scaler.pt", script([&](auto& ar) {
+         ar.write("counter", c10::IValue(a.counter));
+         ar.write("scale", a.scale);
+       })},
+      {"trainer.pt", script([&](auto& ar) { ar.write("step", c10::IValue(int64_t{3})); })}};
+  for (const auto& [file, bytes] : old_files) {
+    INFO(file);
+    const std::string old = dir / ("old_" + file);
+    fs::copy(saved, old, fs::copy_options::recursive);
+    rewrite(old, file, bytes);
+    Setup c(dir / "run", 3);
+    const auto before = c.params();
+    REQUIRE_THAT(load_error(c, old),
+                 Contains(old + "/" + file + ": expected a data-only .pt file (a dict of "
+                          "tensors and plain values), found a TorchScript archive"));
+    require_equal(c.params(), before);
   }
 
   const auto py = kiln::test::python_or_skip("torch");
@@ -437,9 +439,7 @@ std::string trainer_state_bytes(const torch::Tensor& rng_cpu, const torch::Tenso
   ar.write("rng_cpu", rng_cpu);
   ar.write("rng_cuda_devices", c10::IValue(int64_t{1}));
   ar.write("rng_cuda_0", rng_cuda_0);
-  std::ostringstream out;
-  ar.save_to(out);
-  return out.str();
+  return kiln::torch_pickle::serialize_archive(ar);
 }
 }  // namespace
 

@@ -3,7 +3,7 @@
 // bit for bit in kiln; Python's `torch.load(path, weights_only=True)` reads kiln's files
 // the same, and kiln reads what Python's torch.save writes; bad files and values are
 // refused naming the file or the value; torch::serialize archives go through .pt files
-// and still load from TorchScript archives.
+// as data only: a TorchScript archive is refused, never compiled.
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -250,7 +250,7 @@ void require_archive(torch::serialize::InputArchive& ar) {
 
 }  // namespace
 
-TEST_CASE("an archive goes through a .pt file and comes back whole; TorchScript archives still load",
+TEST_CASE("an archive goes through a .pt file and comes back whole; TorchScript archives are refused",
           "[util][torch_pickle]") {
   torch::serialize::OutputArchive out;
   fill_archive(out);
@@ -261,13 +261,33 @@ TEST_CASE("an archive goes through a .pt file and comes back whole; TorchScript 
   tp::load_archive(back, pt, "mem.pt");
   require_archive(back);
 
-  torch::serialize::OutputArchive old;  // what kiln's checkpoints held before
+  // Loading compiles nothing: keys no code could name (a Python keyword, spaces, bytes
+  // that are not UTF-8) load as they are. Through TorchScript's importer they were
+  // compiler errors ("expected a valid token"), which is how the mutation test found it.
+  c10::impl::GenericDict odd(c10::StringType::get(), c10::AnyType::get());
+  odd.insert("def", c10::IValue(int64_t{1}));
+  odd.insert("two words", c10::IValue(2.5));
+  odd.insert(std::string("st\x80\x1b[31mep"), at::arange(3, at::kFloat));
+  torch::serialize::InputArchive odd_back;
+  tp::load_archive(odd_back, tp::serialize(odd), "odd.pt");
+  c10::IValue v;
+  odd_back.read("def", v);
+  REQUIRE(v.toInt() == 1);
+  odd_back.read("two words", v);
+  REQUIRE(v.toDouble() == 2.5);
+  at::Tensor t;
+  odd_back.read(std::string("st\x80\x1b[31mep"), t);
+  require_identical(t, at::arange(3, at::kFloat));
+
+  torch::serialize::OutputArchive old;  // what kiln's checkpoints held before 2026-11-30
   fill_archive(old);
   std::ostringstream script;
   old.save_to(script);
   torch::serialize::InputArchive from_script;
-  tp::load_archive(from_script, script.str(), "old.pt");
-  require_archive(from_script);
+  REQUIRE_THAT(error_of([&] { tp::load_archive(from_script, script.str(), "old.pt"); }),
+               Contains("old.pt: expected a data-only .pt file (a dict of tensors and plain values), "
+                        "found a TorchScript archive"));
+  REQUIRE(from_script.keys().empty());
 
   torch::serialize::InputArchive bad;
   REQUIRE_THAT(error_of([&] { tp::load_archive(bad, "not an archive", "bad.pt"); }),
