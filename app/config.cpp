@@ -405,7 +405,12 @@ void apply_override(Config& c, const std::string& assignment) {
   try {
     parsed = toml::parse("v = " + value);
   } catch (const toml::parse_error&) {
-    // A bare word: a string, if that is what the key holds.
+    // A bare word: a string, if that is what the key holds. TOML text is UTF-8, so a
+    // word that is not (or holds control characters) could not be written to the run's
+    // config.toml and read back on resume (the fuzzer found this).
+    if (printable(value) != value)
+      throw ConfigError(place + ": expected a value of UTF-8 text without control characters, found '" +
+                        printable(value) + "'");
     parsed.insert("v", value);
   }
   set_key(c, section, key, *parsed.get("v"), place);
@@ -499,7 +504,7 @@ void validate(const Config& c) {
     in_range("optim.adamw_lr", *o.muon_adamw_lr, 0, false, kInf, true, "a number >= 0");
   in_range("optim.clip_norm", o.clip_norm, 0, false, kInf, true, "a number >= 0");
   try {  // what only the optimizer knows (SGD's nesterov needs momentum > 0): ask it
-    optim::make_optimizer(o, {});
+    optim::make_optimizer(o, torch::OrderedDict<std::string, torch::Tensor>());
   } catch (const InputError& e) {
     throw ConfigError(e.what());
   }

@@ -45,6 +45,20 @@ TEST_CASE("overrides replace values, in TOML syntax or as bare strings", "[app][
   kiln::app::validate(c);
 }
 
+TEST_CASE("a bare-word override must be text a config.toml can hold", "[app][config]") {
+  // The fuzzer's find: a non-UTF-8 word was taken, and the run's resolved config.toml
+  // then did not read back on resume.
+  auto c = parse_config("", "x.toml");
+  REQUIRE_THROWS_MATCHES(apply_override(c, "run.name=x\xb0" "csv"), ConfigError,
+                         Catch::Message("--set run.name=x\xb0" "csv: expected a value of UTF-8 text "
+                                        "without control characters, found 'x\\xB0csv'"));
+  REQUIRE_THROWS_WITH(apply_override(c, "run.name=a\x1b[31m"),
+                      Catch::Contains("found 'a\\x1B[31m'"));
+  apply_override(c, "run.name=caf\xc3\xa9");  // UTF-8 is fine
+  REQUIRE(c.run.name == "caf\xc3\xa9");
+  REQUIRE(parse_config(kiln::app::to_toml(c), "config.toml").run.name == c.run.name);
+}
+
 TEST_CASE("an unknown key names the file, the key and the valid keys", "[app][config]") {
   REQUIRE_THROWS_MATCHES(
       parse_config("[train]\nepoch = 3\n", "cfg.toml"), ConfigError,
