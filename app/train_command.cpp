@@ -407,7 +407,7 @@ int run_train(const TrainCommand& cmd) {
     if (!follower) rethrow_with_what_is_kept(run_dir);
     throw;
   }
-  const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
+  const char* why = result.interrupted_by ? InterruptGuard::name(result.interrupted_by)
                     : result.finished     ? nullptr
                                           : "train.max_steps";
   const int exit_code = result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;
