@@ -32,7 +32,7 @@ class ConsoleObserver : public train::TrainObserver {
   void on_checkpoint(const std::string& dir, int64_t step) override;
   void on_memory(const train::MemoryReport& r) override;
   void on_profile(const train::ProfileReport& r) override;
-  /// The first SIGINT/SIGTERM since this observer was made (its InterruptGuard).
+  /// The first SIGINT/SIGTERM/SIGHUP since this observer was made (its InterruptGuard).
   int stop_requested() override { return interrupt_.requested(); }
 
  private:

@@ -1,11 +1,13 @@
 // The kiln executable: parses the command line, runs the command, and turns
-// every error into one message and an exit code (2 for bad input).
+// every error into one message and an exit code: 2 for bad input, 74 (sysexits.h's
+// EX_IOERR) for a file system that refused (full, read-only, gone), 1 for the rest.
 #define CXXOPTS_VECTOR_DELIMITER '\0'  // --set values may contain commas: [512,256]
 #include <c10/util/Exception.h>
 #include <cxxopts.hpp>
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "config.h"
@@ -18,6 +20,9 @@
 #include "util/heap.h"
 
 namespace {
+
+// An environment failure: the run's data or directory is fine, the file system is not.
+constexpr int kExitIoError = 74;
 
 constexpr const char* kUsage =
     "kiln - native C++ training on libtorch\n"
@@ -121,6 +126,12 @@ int main(int argc, char** argv) {
   } catch (const kiln::InputError& e) {  // messages may quote a file's bytes: printable() escapes them
     std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what()).c_str());
     return 2;
+  } catch (const kiln::IoError& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what()).c_str());
+    return kExitIoError;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(kiln::IoError(e).what()).c_str());
+    return kExitIoError;
   } catch (const cxxopts::exceptions::exception& e) {
     std::fprintf(stderr, "kiln: error: %s (see kiln train --help)\n", kiln::printable(e.what()).c_str());
     return 2;

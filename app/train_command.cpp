@@ -21,6 +21,8 @@
 #include "summary_command.h"
 #include "train/device.h"
 #include "train/trainer.h"
+#include "util/error.h"
+#include "util/files.h"
 #include "util/log.h"
 
 namespace kiln::app {
@@ -140,18 +142,18 @@ bool has_trained(const fs::path& dir) {
 bool claim(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw InputError(dir.string() + ": cannot create the run directory: " + ec.message());
+  if (ec) throw IoError(dir.string(), "create the run directory", ec.value());
   if (has_trained(dir)) return false;
   const int fd = ::open((dir / kRunMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) {
     if (errno == EEXIST) return false;
-    throw InputError((dir / kRunMarker).string() + ": cannot create the run's marker: " +
-                     std::strerror(errno));
+    throw IoError((dir / kRunMarker).string(), "create the run's marker", errno);
   }
   const std::string pid = "pid " + std::to_string(::getpid()) + "\n";
   const bool written = ::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
+  const int error = errno;
   ::close(fd);
-  if (!written) throw InputError((dir / kRunMarker).string() + ": cannot write the run's marker");
+  if (!written) throw IoError((dir / kRunMarker).string(), "write the run's marker", error);
   return true;
 }
 
@@ -198,6 +200,40 @@ void refuse_if_running(const fs::path& dir) {
     throw InputError(dir.string() + ": --resume: expected a stopped run, found one still running (pid " +
                      std::to_string(pid) + ", " + (dir / kRunMarker).string() + ") that has not written its "
                      "first checkpoint yet");
+}
+
+// A file system that refused the run (a full disk, a read-only or deleted directory)
+// stopped it: the message names the file and the reason, then what is kept and the
+// command that continues the run once the cause is gone. Other errors pass as they are.
+void rethrow_with_what_is_kept(const fs::path& run_dir) {
+  int error = 0;
+  std::string message;
+  try {
+    throw;
+  } catch (const IoError& e) {
+    error = e.error(), message = e.what();
+  } catch (const fs::filesystem_error& e) {
+    const IoError io(e);
+    error = io.error(), message = io.what();
+  } catch (...) {
+    return;
+  }
+  std::optional<std::string> kept;
+  try {
+    kept = train::latest_checkpoint(run_dir.string());
+  } catch (const std::exception&) {  // a directory that cannot be listed: nothing to say
+    throw IoError(message, error);
+  }
+  if (!kept && !fs::exists(run_dir / "config.toml")) throw IoError(message, error);  // no run there
+  const char* once = error == ENOSPC || error == EDQUOT ? "once there is space"
+                     : error == EROFS || error == EACCES || error == EPERM
+                         ? "once the run directory is writable"
+                         : "once that is fixed";
+  message += kept ? "\nkiln: the run's last complete checkpoint is " + *kept + "; " + once +
+                        ", continue with: kiln train --resume " + run_dir.string()
+                  : "\nkiln: the run has no complete checkpoint; " + std::string(once) +
+                        ", start it again with: kiln train --resume " + run_dir.string();
+  throw IoError(message, error);
 }
 
 }  // namespace
@@ -315,7 +351,7 @@ int run_train(const TrainCommand& cmd) {
       fs::create_directories(aside.parent_path());
       fs::rename(run_dir / "tb", aside);
     }
-    std::ofstream(run_dir / kRunMarker, std::ios::trunc) << "pid " << ::getpid() << "\n";
+    files::replace_synced((run_dir / kRunMarker).string(), "pid " + std::to_string(::getpid()) + "\n");
     if (out != ConsoleMode::kQuiet && out != ConsoleMode::kJson)
       std::printf("kiln train: %s holds a run stopped before its first checkpoint: starting it again from "
                   "step 0 with its config.toml\n", run_dir.c_str());
@@ -368,9 +404,10 @@ int run_train(const TrainCommand& cmd) {
         fs::remove(run_dir, ec);  // only when empty
       }
     }
+    if (!follower) rethrow_with_what_is_kept(run_dir);
     throw;
   }
-  const char* why = result.interrupted_by ? (result.interrupted_by == SIGINT ? "SIGINT" : "SIGTERM")
+  const char* why = result.interrupted_by ? InterruptGuard::name(result.interrupted_by)
                     : result.finished     ? nullptr
                                           : "train.max_steps";
   const int exit_code = result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;

@@ -44,7 +44,7 @@ void use_one_thread() {
 // (kiln_bench_loader); unlike SCHED_IDLE it cannot starve under other load.
 void lower_priority() { setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19); }
 
-// Runs f with SIGINT and SIGTERM blocked, so a thread it creates inherits the mask
+// Runs f with SIGINT, SIGTERM and SIGHUP blocked, so a thread it creates inherits the mask
 // and the signals always reach the main thread, where the app's handler asks the
 // training loop to stop between steps (the worker is then stopped and joined).
 template <class F>
@@ -53,6 +53,7 @@ void with_stop_signals_blocked(F&& f) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
   try {
     f();

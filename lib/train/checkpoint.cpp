@@ -267,6 +267,16 @@ std::string Checkpointer::save(const TrainPosition& position, const std::string&
   const fs::path tmp = root / (std::string(layout::kTmpPrefix) + name);
   const fs::path final_dir = root / name;
   fs::create_directory(tmp);
+  // A save that fails (a full disk) takes its partial directory with it at once,
+  // giving back the space it took; one a crash cut short goes at the next save.
+  struct RemoveUnlessInstalled {
+    const fs::path& dir;
+    bool installed = false;
+    ~RemoveUnlessInstalled() {
+      std::error_code ignored;
+      if (!installed) fs::remove_all(dir, ignored);
+    }
+  } partial{tmp};
 
   nlohmann::ordered_json manifest = {{"format", layout::kFormat}, {"version", layout::kVersion},
                                      {"step", position.step},     {"epoch", position.epoch},
@@ -294,6 +304,7 @@ std::string Checkpointer::save(const TrainPosition& position, const std::string&
   files::sync_directory(tmp.string());
 
   install(tmp, final_dir);
+  partial.installed = true;
   files::sync_directory(root.string());
   layout::apply_retention(run_dir_, final_dir.string(), options_);
   return final_dir.string();

@@ -9,7 +9,6 @@
 #include <csignal>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "data/augment.h"
 #include "data/dataset.h"
@@ -28,6 +27,7 @@
 #include "train/init_from.h"
 #include "train/run_parts.h"
 #include "util/error.h"
+#include "util/files.h"
 #include "util/heap.h"
 #include "util/tfevents.h"
 #include "util/json_lines.h"
@@ -98,6 +98,9 @@ class Run {
   EvalShard eval_shard() const;
   void check_replicas();
   void save(bool with_metrics);
+  void write_run_files();
+  bool run_dir_gone() const;
+  [[noreturn]] void rescue_run_dir();
   void report_memory();
   at::Tensor forward(const at::Tensor& x);
 
@@ -123,6 +126,7 @@ class Run {
   dist::Group* group_;                      // data-parallel: the processes; null alone
   std::optional<dist::GradientReducer> reducer_;
   bool writes_;                             // rank 0 (or alone): writes the run directory
+  std::optional<files::FileId> run_dir_id_;  // the directory this run writes, to notice it gone
 
   TrainPosition pos_;
   TrainResult result_;
@@ -151,6 +155,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   torch::manual_seed(opt_.seed());
   if (writes_) {
     fs::create_directories(spec.run_dir);
+    run_dir_id_ = files::file_id(spec.run_dir);
     log::open_file((fs::path(spec.run_dir) / "train.log").string());
   }
   if (device_.is_cuda()) {
@@ -445,10 +450,50 @@ void Run::save(bool with_metrics) {
     metrics = {{"test_loss", result_.test_loss}};
     for (const auto& [name, value] : result_.metrics) metrics["test_" + name] = value;
   }
-  result_.last_checkpoint = checkpointer_->save(pos_, spec_.config_toml, metrics);
+  try {
+    result_.last_checkpoint = checkpointer_->save(pos_, spec_.config_toml, metrics);
+  } catch (const std::exception&) {
+    if (run_dir_gone()) rescue_run_dir();  // deleted while the checkpoint was written
+    throw;
+  }
   saved_step_ = pos_.step;
   log::info(c10::str("checkpoint ", result_.last_checkpoint));
   observer_.on_checkpoint(result_.last_checkpoint, pos_.step);
+}
+
+// The run's config.toml and data.json, each replaced whole and synced.
+void Run::write_run_files() {
+  files::replace_synced((fs::path(spec_.run_dir) / "config.toml").string(), spec_.config_toml);
+  files::replace_synced((fs::path(spec_.run_dir) / kDataFile).string(), schema_json_);
+}
+
+// Whether the run directory is no longer the one this run created: deleted, moved
+// away, or another in its place. A stat per step; writes into a deleted directory
+// would otherwise go on without an error, into files no one can open.
+bool Run::run_dir_gone() const { return writes_ && files::file_id(spec_.run_dir) != run_dir_id_; }
+
+// The run directory was deleted (or moved away) under the running job. What this
+// process holds is the only copy of the training left, so it is saved into a new
+// directory at the same path (config.toml, data.json, the checkpoint of this step)
+// and the run stops, saying so: `--resume` continues it. A directory that another
+// took the place of is not written into.
+void Run::rescue_run_dir() {
+  const std::string& dir = spec_.run_dir;
+  if (fs::exists(dir))
+    throw IoError(c10::str(dir, ": the run directory was replaced by another while the run trained "
+                                "(at step ", pos_.step, "); stopped without writing into it"),
+                  ENOENT);
+  fs::create_directories(dir);
+  run_dir_id_ = files::file_id(dir);
+  write_run_files();
+  log::open_file((fs::path(dir) / "train.log").string());
+  const std::string what = c10::str(dir, ": the run directory was deleted (or moved away) while the run trained");
+  log::warn(c10::str(what, " at step ", pos_.step, "; saving the step's state into a new one and stopping"));
+  saved_step_ = -1;  // a checkpoint of this step, if any, went with the directory
+  save(false);
+  throw IoError(c10::str(what, ": made it again with the run's config.toml and the state of step ",
+                         pos_.step, " (", result_.last_checkpoint, ") and stopped"),
+                ENOENT);
 }
 
 void Run::report_memory() {
@@ -465,14 +510,7 @@ void Run::report_memory() {
 TrainResult Run::run() {
   // The resolved config goes into the run only once the run is known to start
   // (a refused resume leaves the directory as it was).
-  for (const auto& [file, text] : {std::pair<std::string, const std::string&>{"config.toml", spec_.config_toml},
-                                    {kDataFile, schema_json_}}) {
-    if (!writes_) break;
-    const auto path = fs::path(spec_.run_dir) / file;
-    std::ofstream out(path, std::ios::trunc);
-    out << text;
-    if (!out) throw InputError(c10::str(path.string(), ": cannot write"));
-  }
+  if (writes_) write_run_files();
   // Resumed from an older checkpoint than the newest: what the run wrote after it
   // belongs to another trajectory and is set aside, so the run holds one.
   if (!spec_.resume_checkpoint.empty() && writes_) {
@@ -559,6 +597,7 @@ TrainResult Run::run() {
         }
         ++pos_.step;
         ++pos_.batch;
+        if (run_dir_gone()) rescue_run_dir();
         pos_.loss_since_eval += loss_;
         ++pos_.steps_since_eval;
         window_samples_ += examples;
@@ -629,6 +668,10 @@ TrainResult Run::run() {
   } catch (const c10::Error&) {
     throw;
   } catch (const InputError&) {
+    throw;
+  } catch (const IoError&) {
+    throw;
+  } catch (const fs::filesystem_error&) {
     throw;
   } catch (const std::exception& e) {
     // Data-parallel: a collective (the Reducer's, the loss's, the stop's, the

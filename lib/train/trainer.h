@@ -175,7 +175,7 @@ struct TrainResult {
   std::string last_checkpoint;
   bool finished = false;   // all epochs done (false when max_steps or a signal stopped it)
   bool evaluated = false;  // test_loss/test_accuracy hold an evaluation of this run
-  int interrupted_by = 0;  // what stop_requested() answered (SIGINT, SIGTERM) when it stopped the run
+  int interrupted_by = 0;  // what stop_requested() answered (SIGINT, SIGTERM, SIGHUP) when it stopped the run
   int64_t skipped_steps = 0;
 };
 
@@ -190,7 +190,7 @@ class TrainObserver {
   virtual void on_memory(const MemoryReport& r) {}
   /// A profiled window ended: its trace and tables are written (r.text holds the tables).
   virtual void on_profile(const ProfileReport& r) {}
-  /// Asked after every step: non-zero (the signal, SIGINT or SIGTERM, that asks for
+  /// Asked after every step: non-zero (the signal, SIGINT, SIGTERM or SIGHUP, that asks for
   /// it) ends the run after that step with a checkpoint, in result.interrupted_by.
   /// The app answers it from its signal handlers; lib/ installs none.
   virtual int stop_requested() { return 0; }

@@ -1,9 +1,34 @@
-// printable(): a UTF-8 validator that escapes what it cannot pass on.
+// IoError's messages, and printable(): a UTF-8 validator that escapes what it
+// cannot pass on.
 #include "util/error.h"
 
 #include <cstdio>
+#include <cstring>
 
 namespace kiln {
+
+IoError::IoError(const std::string& path, const std::string& action, int error)
+    : std::runtime_error(path + ": cannot " + action + ": " + std::strerror(error)), error_(error) {}
+
+namespace {
+
+// libstdc++ says "filesystem error: cannot create directory: No space left on device
+// [a] [b]": the middle part, which names the action and the reason.
+std::string filesystem_message(const std::filesystem::filesystem_error& e) {
+  std::string what = e.what();
+  const std::string prefix = "filesystem error: ";
+  if (what.starts_with(prefix)) what.erase(0, prefix.size());
+  const auto bracket = what.find(" [");
+  if (bracket != std::string::npos) what.erase(bracket);
+  std::string message = e.path1().empty() ? what : e.path1().string() + ": " + what;
+  if (!e.path2().empty()) message += " (to " + e.path2().string() + ")";
+  return message;
+}
+
+}  // namespace
+
+IoError::IoError(const std::filesystem::filesystem_error& e)
+    : std::runtime_error(filesystem_message(e)), error_(e.code().value()) {}
 
 std::string printable(std::string_view text) {
   std::string out;

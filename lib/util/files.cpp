@@ -3,24 +3,23 @@
 #include "util/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdio>  // rename
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <stdexcept>
 
 #include "util/error.h"
 
 namespace kiln::files {
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const char* what) {
-  throw std::runtime_error(path + ": cannot " + what + ": " + std::strerror(errno));
-}
+[[noreturn]] void fail(const std::string& path, const char* what) { throw IoError(path, what, errno); }
 
 // Closes the descriptor on every path out of a function.
 struct Fd {
@@ -60,7 +59,7 @@ void replace_synced(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   try {
     write_synced(tmp, bytes);
-    std::filesystem::rename(tmp, target);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "replace the file");
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
@@ -74,6 +73,12 @@ void sync_directory(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (f.fd < 0) fail(path, "open the directory");
   if (::fsync(f.fd) != 0) fail(path, "fsync the directory");
+}
+
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
 }
 
 uint32_t crc32(std::string_view bytes) {

@@ -3,6 +3,7 @@
 // checkpoints share.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,7 +15,7 @@ std::string read(const std::string& path);
 
 /// Creates or replaces `path` with `bytes` and fsyncs it before returning, so
 /// the data is on disk once the call returns; a failure (disk full, no
-/// permission) throws std::runtime_error naming the file and the reason.
+/// permission) throws kiln::IoError naming the file and the reason.
 /// Example: kiln::files::write_synced(dir + "/manifest.json", text);
 void write_synced(const std::string& path, std::string_view bytes);
 
@@ -26,6 +27,16 @@ void replace_synced(const std::string& path, std::string_view bytes);
 
 /// fsyncs a directory, making the names created, renamed or removed in it durable.
 void sync_directory(const std::string& path);
+
+/// Which file or directory a path names now: its device and inode.
+struct FileId {
+  uint64_t device = 0, inode = 0;
+  bool operator==(const FileId&) const = default;
+};
+
+/// The FileId of `path`, or nullopt when nothing is there (deleted, moved away).
+/// Example: if (kiln::files::file_id(run_dir) != id) … // the directory was replaced
+std::optional<FileId> file_id(const std::string& path);
 
 /// CRC-32 (zlib's, the one of gzip and zip) of `bytes`. Example: crc32("123456789") == 0xCBF43926
 uint32_t crc32(std::string_view bytes);

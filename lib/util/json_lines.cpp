@@ -1,27 +1,45 @@
-// JsonLines: opened in append mode and flushed per line, so a crash loses nothing
-// that was written; and the cut of a file back to a step, for a resume.
+// JsonLines: opened in append mode, each line written whole at once, so a crash
+// loses nothing that was written and a refused write is reported; and the cut of a
+// file back to a step, for a resume.
 #include "util/json_lines.h"
 
-#include <c10/util/Exception.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 
+#include "util/error.h"
 #include "util/files.h"
 
 namespace kiln {
 
-JsonLines::JsonLines(const std::string& path) : path_(path), out_(path, std::ios::app) {
-  TORCH_CHECK(out_.good(), "cannot open ", path, " for appending");
+JsonLines::JsonLines(const std::string& path)
+    : path_(path), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) {
+  if (fd_ < 0) throw IoError(path, "open the file for appending", errno);
 }
 
-void JsonLines::write(const nlohmann::json& object) {
-  out_ << object.dump() << '\n';
-  out_.flush();
+JsonLines::~JsonLines() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void JsonLines::write(const nlohmann::json& object) { append(object.dump() + '\n'); }
+
+void JsonLines::append(std::string_view lines) {
+  std::string_view rest = lines;
+  while (!rest.empty()) {
+    const ssize_t n = ::write(fd_, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    // A line cut short by a full disk is the "last line cut short" a resume removes.
+    if (n < 0) throw IoError(path_, "write", errno);
+    rest.remove_prefix(static_cast<size_t>(n));
+  }
 }
 
 int64_t move_json_lines_after(const std::string& path, int64_t step, const std::string& side_path) {
   std::ifstream in(path);
-  TORCH_CHECK(in.good(), "cannot read ", path);
+  if (!in.good()) throw IoError(path, "read", errno);
   std::string keep, move;
   int64_t moved = 0;
   for (std::string line; std::getline(in, line);) {
@@ -36,15 +54,11 @@ int64_t move_json_lines_after(const std::string& path, int64_t step, const std::
   }
   if (moved == 0) return 0;
   {
-    std::ofstream side(side_path, std::ios::app);
-    side << move;
-    side.flush();
-    TORCH_CHECK(side.good(), "cannot append to ", side_path);
+    JsonLines side(side_path);
+    side.append(move);
   }
   // The side file first: a crash in between duplicates lines, never loses them.
-  const std::string tmp = path + ".tmp";
-  files::write_synced(tmp, keep);
-  std::filesystem::rename(tmp, path);
+  files::replace_synced(path, keep);
   return moved;
 }
 

@@ -3,21 +3,29 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <string>
+#include <string_view>
 
 namespace kiln {
 
+/// Each line goes to the file in one write(2) as it is written; a line the file
+/// system refuses (a full disk, a read-only file system) throws kiln::IoError naming
+/// the file, as does a file that cannot be opened.
 /// Example: JsonLines m("runs/x/metrics.jsonl"); m.write({{"step", 1}, {"loss", 0.5}});
 class JsonLines {
  public:
   explicit JsonLines(const std::string& path);
+  ~JsonLines();
+  JsonLines(const JsonLines&) = delete;
+  JsonLines& operator=(const JsonLines&) = delete;
   void write(const nlohmann::json& object);
+  /// Text that is already whole lines, as it is.
+  void append(std::string_view lines);
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
-  std::ofstream out_;
+  int fd_ = -1;
 };
 
 /// Moves the lines of the JSON-lines file `path` whose "step" is greater than `step`

@@ -8,7 +8,8 @@ namespace kiln::log {
 
 enum class Level { kDebug, kInfo, kWarn, kError };
 
-/// Sends every following message to `path` as well (append). Example:
+/// Sends every following message to `path` as well (append); a file that cannot be
+/// opened throws kiln::IoError, a line the disk refuses later is dropped. Example:
 /// kiln::log::open_file("runs/x/train.log");
 void open_file(const std::string& path);
 /// Flushes and closes the file sink.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -146,7 +147,7 @@ std::string session_start_event(double wall_time, int64_t step) {
 EventWriter::EventWriter(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError(dir + ": cannot create the TensorBoard directory: " + ec.message());
+  if (ec) throw IoError(dir, "create the TensorBoard directory", ec.value());
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
   const double t = now();
@@ -154,7 +155,7 @@ EventWriter::EventWriter(const std::string& dir) {
            ("events.out.tfevents." + std::to_string(static_cast<int64_t>(t)) + "." + host))
               .string();
   out_.open(path_, std::ios::binary | std::ios::app);
-  if (!out_) throw InputError(path_ + ": cannot open for writing");
+  if (!out_) throw IoError(path_, "open the file for writing", errno);
   out_ << frame(file_version_event(t));
 }
 
@@ -183,9 +184,13 @@ void EventWriter::scalars(std::string_view prefix, const nlohmann::ordered_json&
             if (x.is_number()) scalar(tag + "/" + inner + "/" + leaf, step, x.get<float>());
       }
   }
-  out_.flush();
+  flush();
 }
 
-void EventWriter::flush() { out_.flush(); }
+void EventWriter::flush() {
+  out_.flush();
+  // A full disk or a read-only file system: the stream's write(2) set errno.
+  if (!out_) throw IoError(path_, "write", errno);
+}
 
 }  // namespace kiln::tfevents

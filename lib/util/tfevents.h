@@ -49,7 +49,9 @@ std::string histogram_event(double wall_time, int64_t step, std::string_view tag
 std::string session_start_event(double wall_time, int64_t step);
 
 /// Appends framed events to DIR/events.out.tfevents.<unix time>.<host>, created with
-/// its file_version record first. Example: EventWriter w("runs/x/tb"); w.scalar("loss", 10, 0.5f);
+/// its file_version record first; scalars() and flush() send them to the file, and a
+/// write the file system refuses throws kiln::IoError naming the file.
+/// Example: EventWriter w("runs/x/tb"); w.scalar("loss", 10, 0.5f);
 class EventWriter {
  public:
   explicit EventWriter(const std::string& dir);
