@@ -350,6 +350,31 @@ std::string optimizer_defaults(const std::string& key) {
   return out;
 }
 
+// What a syntax error found: the text from (line, column), 1-based, to the end of that
+// line, quoted and cut at 40 bytes, or "the end of the line".
+std::string text_at(std::string_view text, size_t line, size_t column) {
+  size_t start = 0;
+  for (size_t l = 1; l < line && start != std::string_view::npos; ++l) {
+    start = text.find('\n', start);
+    if (start != std::string_view::npos) ++start;
+  }
+  if (start == std::string_view::npos || start >= text.size()) return "the end of the file";
+  auto rest = text.substr(start, text.find('\n', start) - start);
+  if (!rest.empty() && rest.back() == '\r') rest.remove_suffix(1);
+  // toml++ counts columns in characters: skip column - 1 of them, each a lead byte and
+  // its UTF-8 continuation bytes (10xxxxxx); the cut at 40 bytes ends on a character too.
+  const auto continuation = [&](size_t i) { return (static_cast<unsigned char>(rest[i]) & 0xC0) == 0x80; };
+  size_t i = 0;
+  for (size_t skipped = 0; i < rest.size() && skipped + 1 < column; ++skipped)
+    for (++i; i < rest.size() && continuation(i); ++i) {
+    }
+  rest.remove_prefix(i);
+  if (rest.empty()) return "the end of the line";
+  size_t cut = std::min<size_t>(rest.size(), 40);
+  while (cut < rest.size() && cut > 0 && continuation(cut)) --cut;
+  return "\"" + std::string(rest.substr(0, cut)) + (cut < rest.size() ? "…" : "") + "\"";
+}
+
 }  // namespace
 
 std::string default_data_root() { return data::kDefaultFashionMnistRoot; }
@@ -361,7 +386,8 @@ Config parse_config(const std::string& text, const std::string& name) {
   } catch (const toml::parse_error& e) {
     std::ostringstream s;
     s << name << ":" << e.source().begin.line << ":" << e.source().begin.column
-      << ": TOML syntax error: " << e.description();
+      << ": TOML syntax error: " << e.description() << " (found "
+      << text_at(text, e.source().begin.line, e.source().begin.column) << ")";
     throw ConfigError(s.str());
   }
   Config c;

@@ -98,9 +98,14 @@ int train_main(int argc, char** argv) {
 }
 
 int run(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    std::fprintf(stderr, "kiln: error: COMMAND: expected one of train, export, sample, summary, report, "
+                         "found none\n\n%s", kUsage);
+    return 2;
+  }
+  if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   if (!std::strcmp(argv[1], "--version")) {
     std::printf("kiln %s (libtorch %s)\n", KILN_VERSION, KILN_TORCH_VERSION);
@@ -132,8 +137,9 @@ int main(int argc, char** argv) {
   } catch (const std::filesystem::filesystem_error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(kiln::IoError(e).what()).c_str());
     return kExitIoError;
-  } catch (const cxxopts::exceptions::exception& e) {
-    std::fprintf(stderr, "kiln: error: %s (see kiln train --help)\n", kiln::printable(e.what()).c_str());
+  } catch (const cxxopts::exceptions::exception& e) {  // the command's own options: argv[1] is it
+    std::fprintf(stderr, "kiln: error: %s (see kiln %s --help)\n", kiln::printable(e.what()).c_str(),
+                 kiln::printable(argc > 1 ? argv[1] : "train").c_str());
     return 2;
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what_without_backtrace()).c_str());

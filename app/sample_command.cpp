@@ -6,6 +6,7 @@
 #include <c10/util/StringUtil.h>
 #include <cxxopts.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -89,6 +90,26 @@ int run_sample(const SampleCommand& cmd) {
   return 0;
 }
 
+namespace {
+
+// A numeric option's value, parsed here rather than by cxxopts (whose message names
+// the value but not the option): "--tokens: expected an integer, found 'many'".
+template <typename T>
+T number_option(const cxxopts::ParseResult& args, const std::string& name) {
+  const auto text = args[name].as<std::string>();
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    throw InputError(c10::str("--", name, ": expected ",
+                              std::is_floating_point_v<T> ? "a number"
+                              : std::is_unsigned_v<T>     ? "an integer >= 0"
+                                                          : "an integer",
+                              ", found '", text, "' (see kiln sample --help)"));
+  return value;
+}
+
+}  // namespace
+
 int sample_main(int argc, char** argv) {
   cxxopts::Options options("kiln sample", "Generate text with a trained gpt checkpoint.");
   options.custom_help("CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]");
@@ -97,14 +118,14 @@ int sample_main(int argc, char** argv) {
       ("checkpoint", "a checkpoint directory, or a run directory (its newest checkpoint)",
        cxxopts::value<std::string>())
       ("prompt", "text to continue; empty: a new line", cxxopts::value<std::string>()->default_value(""))
-      ("tokens", "tokens to generate", cxxopts::value<int64_t>()->default_value("200"))
+      ("tokens", "tokens to generate", cxxopts::value<std::string>()->default_value("200"))
       ("temperature", "softmax temperature; 0 = always the most likely token",
-       cxxopts::value<double>()->default_value("0.8"))
-      ("top-k", "sample among the K most likely tokens; 0 = all", cxxopts::value<int64_t>()->default_value("0"))
-      ("seed", "seed of the sampling", cxxopts::value<uint64_t>()->default_value("0"))
+       cxxopts::value<std::string>()->default_value("0.8"))
+      ("top-k", "sample among the K most likely tokens; 0 = all", cxxopts::value<std::string>()->default_value("0"))
+      ("seed", "seed of the sampling", cxxopts::value<std::string>()->default_value("0"))
       ("no-cache", "recompute the whole context for every token (no key/value cache)")
       ("device", "cpu, cuda or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))
-      ("threads", "CPU threads; 0 = one per core", cxxopts::value<int64_t>()->default_value("0"))
+      ("threads", "CPU threads; 0 = one per core", cxxopts::value<std::string>()->default_value("0"))
       ("h,help", "show this help");
   options.parse_positional({"checkpoint"});
   const auto args = options.parse(argc, argv);
@@ -117,13 +138,13 @@ int sample_main(int argc, char** argv) {
   SampleCommand cmd;
   cmd.checkpoint = args["checkpoint"].as<std::string>();
   cmd.prompt = args["prompt"].as<std::string>();
-  cmd.tokens = args["tokens"].as<int64_t>();
-  cmd.temperature = args["temperature"].as<double>();
-  cmd.top_k = args["top-k"].as<int64_t>();
-  cmd.seed = args["seed"].as<uint64_t>();
+  cmd.tokens = number_option<int64_t>(args, "tokens");
+  cmd.temperature = number_option<double>(args, "temperature");
+  cmd.top_k = number_option<int64_t>(args, "top-k");
+  cmd.seed = number_option<uint64_t>(args, "seed");
   cmd.cache = args.count("no-cache") == 0;
   cmd.device = args["device"].as<std::string>();
-  cmd.threads = args["threads"].as<int64_t>();
+  cmd.threads = number_option<int64_t>(args, "threads");
   return run_sample(cmd);
 }
 

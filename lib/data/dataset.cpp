@@ -41,6 +41,73 @@ json DataSchema::to_json() const {
   return j;
 }
 
+namespace {
+
+// The transform's fields that its format's reader uses (docs/data.md), checked where a
+// saved schema is read: a damaged data.json is named here, with the field, rather than
+// failing inside a reader or dividing by a zero deviation.
+void check_transform(const std::string& format, const json& t, const std::string& source) {
+  const auto field = [](const json& j, const char* key) -> const json* {
+    const auto it = j.find(key);
+    return it == j.end() ? nullptr : &*it;
+  };
+  const auto fail = [&](const std::string& name, const std::string& expected, const json* found) {
+    throw InputError(c10::str(source, ": transform.", name, ": expected ", expected, ", found ",
+                              found ? found->dump() : std::string("nothing")));
+  };
+  const auto finite = [](const json* v) { return v && v->is_number() && std::isfinite(v->get<double>()); };
+  const auto positive = [&](const json* v) { return finite(v) && v->get<double>() > 0; };
+  const auto numbers = [&](const char* key, bool above_zero) -> size_t {
+    const json* v = field(t, key);
+    const bool ok = v && v->is_array() && std::all_of(v->begin(), v->end(), [&](const json& x) {
+      return above_zero ? positive(&x) : finite(&x);
+    });
+    if (!ok) fail(key, above_zero ? "a list of numbers > 0" : "a list of finite numbers", v);
+    return v->size();
+  };
+  if (format == "idx") {
+    if (!finite(field(t, "mean"))) fail("mean", "a finite number", field(t, "mean"));
+    if (!positive(field(t, "std"))) fail("std", "a number > 0", field(t, "std"));
+  } else if (format == "npy") {
+    if (!t.contains("mean") && !t.contains("std")) return;  // data.standardize = false
+    if (numbers("mean", false) != numbers("std", true))
+      fail("std", c10::str(t["mean"].size(), " values, as transform.mean has"), field(t, "std"));
+  } else if (format == "csv") {
+    const json* columns = field(t, "columns");
+    if (!columns || !columns->is_array()) fail("columns", "a list of columns", columns);
+    for (size_t i = 0; i < columns->size(); ++i) {
+      const json& c = (*columns)[i];
+      const std::string at = c10::str("columns[", i, "]");
+      if (!c.is_object() || !field(c, "name") || !c["name"].is_string())
+        fail(at, "{\"name\": NAME, \"kind\": ...}", &c);
+      const json* kind = field(c, "kind");
+      if (kind && *kind == "numeric") {
+        if (!finite(field(c, "mean"))) fail(at + ".mean", "a finite number", field(c, "mean"));
+        if (!positive(field(c, "std"))) fail(at + ".std", "a number > 0", field(c, "std"));
+      } else if (kind && *kind == "categorical") {
+        const json* cats = field(c, "categories");
+        if (!cats || !cats->is_array() ||
+            !std::all_of(cats->begin(), cats->end(), [](const json& x) { return x.is_string(); }))
+          fail(at + ".categories", "a list of strings", cats);
+      } else {
+        fail(at + ".kind", "\"numeric\" or \"categorical\"", kind);
+      }
+    }
+  } else if (format == "text") {
+    // The vocabulary's own reader checks it in full (Vocabulary::from_json).
+    if (!field(t, "vocabulary") || !t["vocabulary"].is_object())
+      fail("vocabulary", "an object", field(t, "vocabulary"));
+    const json* block = field(t, "block_size");
+    if (!block || !block->is_number_integer() || block->get<int64_t>() < 1)
+      fail("block_size", "an integer >= 1", block);
+  } else {
+    throw InputError(c10::str(source, ": format: expected one of ", c10::Join(", ", data_formats()),
+                              ", found \"", format, "\""));
+  }
+}
+
+}  // namespace
+
 DataSchema DataSchema::from_json(const json& j, const std::string& source) {
   const auto bad = [&](const std::string& field, const std::string& expected) {
     const auto it = j.is_object() ? j.find(field) : j.end();
@@ -83,7 +150,11 @@ DataSchema DataSchema::from_json(const json& j, const std::string& source) {
       (static_cast<int64_t>(s.target_mean.size()) != s.outputs ||
        static_cast<int64_t>(s.target_std.size()) != s.outputs))
     throw bad("target", c10::str(s.outputs, " means and deviations (outputs)"));
+  if (s.task == Task::kRegression &&
+      !std::all_of(s.target_std.begin(), s.target_std.end(), [](double v) { return v > 0; }))
+    throw bad("target", "deviations > 0");
   if (!j.contains("transform") || !j["transform"].is_object()) throw bad("transform", "an object");
+  check_transform(s.format, j["transform"], source);
   s.transform = j["transform"];
   s.read = j.value("read", json::object());
   return s;

@@ -31,6 +31,15 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
   throw InputError(c10::str(path, ": ", what));
 }
 
+// zlib's message for a stream it cannot inflate, without the path it puts first.
+[[noreturn]] void fail_zlib(gzFile f, const std::string& path) {
+  int code = 0;
+  std::string msg = gzerror(f, &code);
+  if (msg.starts_with(path + ": ")) msg.erase(0, path.size() + 2);
+  fail(path, c10::str("expected an IDX file, plain or gzip-compressed, found a damaged gzip stream (zlib: ",
+                      msg, ")"));
+}
+
 // Reads up to n bytes; returns how many were read, throws on a zlib error.
 int64_t read_some(gzFile f, const std::string& path, void* dst, int64_t n) {
   int64_t done = 0;
@@ -38,16 +47,11 @@ int64_t read_some(gzFile f, const std::string& path, void* dst, int64_t n) {
   while (done < n) {
     const auto chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 24));
     const int got = gzread(f, out + done, chunk);
-    if (got < 0) {
-      int code = 0;
-      const char* msg = gzerror(f, &code);
-      fail(path, c10::str("not a readable IDX file (zlib: ", msg, ")"));
-    }
+    if (got < 0) fail_zlib(f, path);
     if (got == 0) {
       int code = 0;
-      const char* msg = gzerror(f, &code);
-      if (code != Z_OK && code != Z_BUF_ERROR)
-        fail(path, c10::str("not a readable IDX file (zlib: ", msg, ")"));
+      gzerror(f, &code);
+      if (code != Z_OK && code != Z_BUF_ERROR) fail_zlib(f, path);
       break;  // end of data (Z_BUF_ERROR: a gzip stream cut short)
     }
     done += got;

@@ -72,7 +72,10 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(c10::str(where_, ": header: ", what, " (header ", s_, ")"));
+    // The header quoted without the padding and line end NumPy ends it with: one line.
+    auto quoted = s_;
+    while (!quoted.empty() && std::isspace(static_cast<unsigned char>(quoted.back()))) quoted.remove_suffix(1);
+    throw InputError(c10::str(where_, ": header: ", what, " (header ", quoted, ")"));
   }
   void skip_space() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;

@@ -119,8 +119,9 @@ TrainerState read_trainer_state(InputArchive& ar, const std::string& file) {
                                const at::Tensor& state) {
     try {
       set_rng_state(gen.clone(), state);
-    } catch (const c10::Error& e) {
-      throw InputError(c10::str(file, ": ", key, ": ", e.what_without_backtrace()));
+    } catch (const c10::Error& e) {  // libtorch's words say what it expected, ours what was found
+      throw InputError(c10::str(file, ": ", key, ": ", e.what_without_backtrace(), "; found a ",
+                                state.scalar_type(), " tensor of shape ", state.sizes()));
     }
   };
   s.rng_cpu = read_tensor("rng_cpu");

@@ -58,10 +58,16 @@ nlohmann::json read_manifest(const fs::path& checkpoint_dir) {
   field("parts", m.contains("parts") && m["parts"].is_array(), "an array of names");
   for (const auto& p : m["parts"]) field("parts", p.is_string(), "an array of names");
   field("files", m.contains("files") && m["files"].is_object(), "an object");
-  for (const auto& [file, r] : m["files"].items())
-    field("files", r.is_object() && r.contains("bytes") && r["bytes"].is_number_unsigned() &&
-                       r.contains("crc32") && r["crc32"].is_number_unsigned(),
-          "{FILE: {\"bytes\": N, \"crc32\": C}, ...}");
+  for (const auto& [file, r] : m["files"].items()) {
+    // A plain name in the checkpoint directory: a forged "../x" would be read from elsewhere.
+    if (file.empty() || file.find('/') != std::string::npos || file[0] == '.')
+      throw InputError(c10::str(path, ": files: expected names of files in the checkpoint directory, "
+                                "found '", file, "'"));
+    if (!(r.is_object() && r.contains("bytes") && r["bytes"].is_number_unsigned() &&
+          r.contains("crc32") && r["crc32"].is_number_unsigned()))
+      throw InputError(c10::str(path, ": files: ", file, ": expected {\"bytes\": N, \"crc32\": C} "
+                                "with integers N, C >= 0, found ", r.dump()));
+  }
   return m;
 }
 

@@ -701,8 +701,12 @@ std::optional<data::DataSchema> read_data_schema(const std::string& checkpoint_d
   const auto text = read_checkpoint_file(checkpoint_dir, kDataFile);
   if (!text) return std::nullopt;
   const auto path = (fs::path(checkpoint_dir) / kDataFile).string();
-  const auto j = nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw InputError(c10::str(path, ": expected JSON, found none"));
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(c10::str(path, ": expected JSON, found text that does not parse (", e.what(), ")"));
+  }
   return data::DataSchema::from_json(j, path);
 }
 

@@ -90,7 +90,15 @@ TEST_CASE("a wrong type says what was expected and what was found", "[app][confi
 
 TEST_CASE("a TOML syntax error and a missing file are config errors", "[app][config]") {
   REQUIRE_THROWS_WITH(parse_config("[train\n", "bad.toml"),
-                      Catch::StartsWith("bad.toml:1:") && Catch::Contains("TOML syntax error"));
+                      Catch::StartsWith("bad.toml:1:") && Catch::Contains("TOML syntax error") &&
+                          Catch::EndsWith("(found the end of the line)"));
+  // What was found: the rest of the line from the error's column, cut at 40 bytes on a
+  // character (toml++ counts columns in characters: "é" is one).
+  REQUIRE_THROWS_WITH(parse_config("[train]\nepochs = = 3\n", "bad.toml"),
+                      Catch::StartsWith("bad.toml:2:10: TOML syntax error: ") &&
+                          Catch::EndsWith("(found \"= 3\")"));
+  REQUIRE_THROWS_WITH(parse_config("[run]\nname = \"é\" \"" + std::string(50, 'x') + "\n", "bad.toml"),
+                      Catch::EndsWith("(found \"\"" + std::string(39, 'x') + "…\")"));
   REQUIRE_THROWS_WITH(kiln::app::load_config("/nonexistent/x.toml"),
                       Catch::Contains("/nonexistent/x.toml: cannot read the config file"));
 }

@@ -182,6 +182,32 @@ TEST_CASE("the schema round-trips through JSON and, given back, applies the save
   j["classes"] = {"a"};
   CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
                     Catch::Contains("d.json: classes: expected 3 names"));
+  // The transform's fields its reader uses, by format: each refused with its path.
+  j = first.schema.to_json();
+  j["transform"]["columns"][0]["std"] = 0;
+  CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
+                    Catch::Equals("d.json: transform.columns[0].std: expected a number > 0, found 0"));
+  j["transform"]["columns"][0]["kind"] = "ordinal";
+  CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
+                    Catch::Contains("transform.columns[0].kind: expected \"numeric\" or \"categorical\", "
+                                    "found \"ordinal\""));
+  j["format"] = "idx";
+  j["transform"] = {{"scale", 1.0 / 255}, {"std", 0.3}};
+  CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
+                    Catch::Equals("d.json: transform.mean: expected a finite number, found nothing"));
+  j["format"] = "npy";
+  j["transform"] = {{"mean", {0.0, 1.0}}, {"std", {1.0}}};
+  CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
+                    Catch::Equals("d.json: transform.std: expected 2 values, as transform.mean has, found [1.0]"));
+  j["transform"] = nlohmann::ordered_json::object();  // data.standardize = false
+  CHECK_NOTHROW(kiln::data::DataSchema::from_json(j, "d.json"));
+  j["format"] = "text";
+  j["transform"] = {{"vocabulary", {{"type", "bytes"}, {"size", 256}}}, {"block_size", 0}};
+  CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
+                    Catch::Equals("d.json: transform.block_size: expected an integer >= 1, found 0"));
+  j["format"] = "parquet";
+  CHECK_THROWS_WITH(kiln::data::DataSchema::from_json(j, "d.json"),
+                    Catch::Equals("d.json: format: expected one of idx, csv, npy, text, found \"parquet\""));
 }
 
 TEST_CASE("NumPy arrays: integer targets are classes, float targets regression, inputs standardised",

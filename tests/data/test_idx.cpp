@@ -68,6 +68,14 @@ TEST_CASE("a truncated IDX file is an error naming the file", "[data][idx]") {
   write_raw(dir / "cut.idx.gz", gz);
   REQUIRE_THROWS_WITH(read_idx(dir / "cut.idx.gz"),
                       Catch::StartsWith(dir / "cut.idx.gz") && Catch::Contains("truncated"));
+  // A gzip stream damaged inside its deflate data: zlib's words, the path said once.
+  gz = read_raw(dir / "full.idx.gz");
+  for (size_t i = 30; i < 38; ++i) gz[i] ^= 0xff;
+  write_raw(dir / "bad.idx.gz", gz);
+  REQUIRE_THROWS_WITH(read_idx(dir / "bad.idx.gz"),
+                      Catch::StartsWith(dir / "bad.idx.gz" + ": expected an IDX file, plain or "
+                                        "gzip-compressed, found a damaged gzip stream (zlib: ") &&
+                          !Catch::Contains("(zlib: " + dir / "bad.idx.gz"));
 }
 
 TEST_CASE("a header declaring more than the file holds is refused before the tensor is made",

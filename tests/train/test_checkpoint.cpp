@@ -278,6 +278,21 @@ TEST_CASE("a truncated or corrupted checkpoint file is refused and the model is 
   }
   Setup c(dir / "run", 3);
   REQUIRE_NOTHROW(c.checkpointer.load(saved));  // restored files: whole again
+  // A manifest record is named by its file; a name that leaves the directory is refused.
+  const std::string manifest_path = saved + "/manifest.json";
+  const auto manifest = kiln::files::read(manifest_path);
+  auto m = nlohmann::json::parse(manifest);
+  m["files"]["trainer.pt"]["bytes"] = -1;
+  kiln::files::write_synced(manifest_path, m.dump());
+  REQUIRE(load_error(c, saved) == manifest_path + ": files: trainer.pt: expected {\"bytes\": N, \"crc32\": C} "
+                                                  "with integers N, C >= 0, found {\"bytes\":-1,\"crc32\":" +
+                                      nlohmann::json::parse(manifest)["files"]["trainer.pt"]["crc32"].dump() + "}");
+  m = nlohmann::json::parse(manifest);
+  m["files"]["../config.toml"] = {{"bytes", 3}, {"crc32", 0}};
+  kiln::files::write_synced(manifest_path, m.dump());
+  REQUIRE(load_error(c, saved) == manifest_path + ": files: expected names of files in the checkpoint "
+                                                  "directory, found '../config.toml'");
+  kiln::files::write_synced(manifest_path, manifest);
   fs::remove(saved + "/manifest.json");
   REQUIRE_THAT(load_error(c, saved), Contains(saved + "/manifest.json: missing"));
 }
@@ -454,7 +469,8 @@ TEST_CASE("an RNG state its generator would refuse is refused before the run cha
   Setup b(dir / "run", 2);
   const auto before = b.params();
   rewrite(saved, "trainer.pt", trainer_state_bytes(bad, bad));
-  REQUIRE_THAT(load_error(b, saved), Contains(saved + "/trainer.pt: rng_cpu:"));
+  REQUIRE_THAT(load_error(b, saved), Contains(saved + "/trainer.pt: rng_cpu:") &&
+                                         Contains("; found a Byte tensor of shape [3]"));
   require_equal(b.params(), before);
   if (!torch::cuda::is_available()) {
     // A checkpoint written on CUDA resumes on a machine without: its CUDA states
