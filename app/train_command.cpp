@@ -142,6 +142,12 @@ bool has_trained(const fs::path& dir) {
 bool claim(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
+  // A path through a regular file, or one too long, is the user's to fix (exit 2); a
+  // file system that refuses a good path (full, read-only) is the machine's (exit 74).
+  if (ec == std::errc::not_a_directory || ec == std::errc::file_exists ||
+      ec == std::errc::filename_too_long)
+    throw InputError(dir.string() + ": cannot create the run directory: expected a path of "
+                     "directories, found " + ec.message() + " (a file on the way, or a name too long)");
   if (ec) throw IoError(dir.string(), "create the run directory", ec.value());
   if (has_trained(dir)) return false;
   const int fd = ::open((dir / kRunMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
