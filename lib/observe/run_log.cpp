@@ -84,7 +84,7 @@ void read_lines(const std::string& path, std::vector<std::string>& warnings,
       std::string why;
       try {
         [[maybe_unused]] const auto j2 = nlohmann::json::parse(nulls_for_non_finite(line));
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {
         why = e.what();
         if (const auto close = why.find("] "); why.rfind("[json.exception", 0) == 0 && close != std::string::npos)
           why = why.substr(close + 2);

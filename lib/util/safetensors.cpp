@@ -219,7 +219,7 @@ Contents deserialize(std::string_view bytes, const std::string& source) {
             duplicate = parsed.get<std::string>();
           return true;
         });
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     r.fail("header: expected JSON, found text that does not parse (", e.what(), ")");
   }
   if (!header.is_object()) r.fail("header: expected a JSON object, found ", header.type_name());

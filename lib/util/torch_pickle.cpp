@@ -136,6 +136,66 @@ class BytesReader : public caffe2::serialize::ReadAdapterInterface {
   std::string_view bytes_;
 };
 
+// Walks a pickle's opcodes up to STOP and checks that each one's argument lies within
+// the pickle, before libtorch's Unpickler sees it: the Unpickler reserves a string of
+// the length an opcode declares before it reads it, so a damaged length of 2^32 or
+// 2^64 in a 200-byte file was a 4 GiB allocation or a crash (the fuzzer's find). Our
+// own scan because the Unpickler has no limit to set and pickletools is Python; it
+// knows the argument layout of every opcode of protocols 0–5 and judges nothing else.
+void check_pickle(std::string_view p, const std::string& source) {
+  const auto fail = [&](size_t at, const std::string& what) {
+    throw InputError(c10::str(source, ": data.pkl: byte ", at, ": ", what));
+  };
+  const auto little = [&](size_t at, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(p[at + i]);
+    return v;
+  };
+  size_t pos = 0;
+  while (pos < p.size()) {
+    const size_t at = pos;
+    const auto op = static_cast<uint8_t>(p[pos++]);
+    const auto need = [&](uint64_t n, const char* what) {
+      if (n > p.size() - pos)
+        fail(at, c10::str("opcode 0x", std::hex, int{op}, std::dec, " declares ", n, " bytes of ",
+                          what, ", the pickle has ", p.size() - pos, " left"));
+      pos += n;
+    };
+    const auto line = [&]() {
+      const auto end = p.find('\n', pos);
+      if (end == std::string_view::npos)
+        fail(at, c10::str("opcode 0x", std::hex, int{op}, std::dec, ": expected a line, found the end"));
+      pos = end + 1;
+    };
+    const auto counted = [&](int width, const char* what) {
+      need(width, "length");
+      const uint64_t n = little(pos - width, width);
+      if ((op == 'T' || op == 0x8b) && n >> 31) fail(at, "a negative length");  // signed int32
+      need(n, what);
+    };
+    switch (op) {
+      case '.': return;  // STOP
+      case '0': case '1': case '2': case '(': case 'N': case 0x88: case 0x89: case '}': case ']':
+      case ')': case 't': case 0x85: case 0x86: case 0x87: case 'a': case 'e': case 'l': case 'd':
+      case 's': case 'u': case 'b': case 'R': case 0x81: case 0x92: case 0x93: case 0x94: case 0x8f:
+      case 0x90: case 0x91: case 'Q': case 'o': case 0x97: case 0x98:
+        break;
+      case 'K': case 'h': case 'q': case 0x80: case 0x82: need(1, "argument"); break;
+      case 'M': case 0x83: need(2, "argument"); break;
+      case 'J': case 'j': case 'r': case 0x84: need(4, "argument"); break;
+      case 'G': case 0x95: need(8, "argument"); break;
+      case 'U': case 'C': case 0x8c: case 0x8a: counted(1, "data"); break;
+      case 'T': case 'B': case 'X': case 0x8b: counted(4, "data"); break;
+      case 0x8d: case 0x8e: case 0x96: counted(8, "data"); break;
+      case 'I': case 'L': case 'F': case 'S': case 'V': case 'P': case 'g': case 'p': line(); break;
+      case 'c': case 'i': line(); line(); break;
+      default:
+        fail(at, c10::str("expected a pickle opcode, found 0x", std::hex, int{op}));
+    }
+  }
+  fail(p.size(), "expected the STOP opcode, found the end of the pickle");
+}
+
 // Runs `fn` on a reader of `bytes`; libtorch's errors become one InputError naming `source`.
 template <typename Fn>
 auto with_reader(std::string_view bytes, const std::string& source, Fn fn) {
@@ -188,7 +248,11 @@ std::string serialize(const c10::IValue& value, const Records& records) {
 }
 
 c10::IValue deserialize(std::string_view bytes, const std::string& source) {
-  return with_reader(bytes, source, [](caffe2::serialize::PyTorchStreamReader& reader) {
+  return with_reader(bytes, source, [&](caffe2::serialize::PyTorchStreamReader& reader) {
+    if (reader.hasRecord("data.pkl")) {
+      const auto [pickle, size] = reader.getRecord("data.pkl");
+      check_pickle(std::string_view(static_cast<const char*>(pickle.get()), size), source);
+    }
     // The storage context loads each storage record once: Python's pickler names a
     // shared storage again for every view of it, kiln's refers back to the first.
     return torch::jit::readArchiveAndTensors(

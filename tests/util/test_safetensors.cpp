@@ -140,6 +140,10 @@ TEST_CASE("a malformed safetensors file names the file, the field and the mismat
                Contains("header length: expected at most 100000000 bytes, found 4294967295"));
   REQUIRE_THAT(error_of(file_of("{\"w\": oops}", "")),
                Contains("bad.safetensors: header: expected JSON, found text that does not parse"));
+  // A number JSON cannot hold (the fuzzer's find: nlohmann's out_of_range escaped, exit 1).
+  REQUIRE_THAT(error_of(file_of("{\"w\": 4e444559}", "")),
+               Contains("bad.safetensors: header: expected JSON, found text that does not parse "
+                        "([json.exception.out_of_range.406] number overflow parsing '4e444559')"));
   REQUIRE_THAT(error_of(file_of("[1, 2]", "")),
                Equals("bad.safetensors: header: expected a JSON object, found array"));
   REQUIRE_THAT(error_of(file_of(std::string("{") + entry("w", "F8_E4M3", "[2,3]", "[0,6]") + "}", "123456")),

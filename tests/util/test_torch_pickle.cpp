@@ -4,6 +4,7 @@
 // the same, and kiln reads what Python's torch.save writes; bad files and values are
 // refused naming the file or the value; torch::serialize archives go through .pt files
 // as data only: a TorchScript archive is refused, never compiled.
+#include <caffe2/serialize/inline_container.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -294,6 +295,34 @@ TEST_CASE("an archive goes through a .pt file and comes back whole; TorchScript 
                Contains("bad.pt: expected a .pt file"));
   REQUIRE_THAT(error_of([&] { tp::load_archive(bad, tp::serialize(at::ones({1})), "tensor.pt"); }),
                Contains("tensor.pt: not a readable archive (expected a dict (an archive), found a Tensor"));
+}
+
+TEST_CASE("a pickle whose opcodes declare more bytes than it holds is refused before libtorch "
+          "reads it", "[util][torch_pickle]") {
+  // The fuzzer's find: libtorch's Unpickler reserved a declared string length (here
+  // 2^31-1 and 2^64-1) before reading it, an allocation of gigabytes from a few bytes.
+  const auto pt = [](const std::string& pickle) {
+    std::string out;
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* p, size_t n) {
+      out.append(static_cast<const char*>(p), n);
+      return n;
+    });
+    writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+    writer.writeRecord("byteorder", "little", 6);
+    writer.writeEndOfFile();
+    return out;
+  };
+  REQUIRE_THAT(error_of([&] { tp::deserialize(pt(std::string("\x80\x02X\xff\xff\xff\x7f" "abc.", 11)), "x.pt"); }),
+               Contains("x.pt: data.pkl: byte 2: opcode 0x58 declares 2147483647 bytes of data, the "
+                        "pickle has 4 left"));
+  REQUIRE_THAT(error_of([&] { tp::deserialize(pt(std::string("\x80\x02\x8d\xff\xff\xff\xff\xff\xff\xff\xff.", 12)), "y.pt"); }),
+               Contains("y.pt: data.pkl: byte 2: opcode 0x8d declares 18446744073709551615 bytes"));
+  REQUIRE_THAT(error_of([&] { tp::deserialize(pt(std::string("\x80\x02}", 3)), "z.pt"); }),
+               Contains("z.pt: data.pkl: byte 3: expected the STOP opcode, found the end of the pickle"));
+  REQUIRE_THAT(error_of([&] { tp::deserialize(pt(std::string("\x80\x02\xff.", 4)), "w.pt"); }),
+               Contains("w.pt: data.pkl: byte 2: expected a pickle opcode, found 0xff"));
+  // What kiln and torch.save write still reads.
+  REQUIRE(tp::deserialize(pt(std::string("\x80\x02X\x03\x00\x00\x00" "abc.", 11)), "ok.pt").toStringRef() == "abc");
 }
 
 TEST_CASE("torch.load(weights_only=True) reads kiln's .pt bit for bit, and kiln reads torch.save's",
