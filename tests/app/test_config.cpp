@@ -196,7 +196,8 @@ TEST_CASE("an unset optimizer key is the optimizer's own default, not the config
 
   const auto sgd = parse_config("[optim]\nname = \"sgd\"\nmomentum = 0.9\n", "x.toml");
   kiln::app::validate(sgd);
-  const auto& s = options_of<kiln::optim::SGDOptions>(*optimizer_of(sgd));
+  const auto sgd_optimizer = optimizer_of(sgd);  // options_of's reference lives as long as it
+  const auto& s = options_of<kiln::optim::SGDOptions>(*sgd_optimizer);
   REQUIRE_FALSE(s.nesterov());  // torch's default
   REQUIRE(s.momentum() == 0.9);  // a set key wins
 

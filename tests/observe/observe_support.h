@@ -3,6 +3,8 @@
 #pragma once
 #include <fstream>
 #include <regex>
+#include <sstream>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -13,23 +15,30 @@ struct Polyline {
   size_t points = 0;           // x,y pairs in points="…"
 };
 
-/// Every <polyline class="series"> of `html`, in order, whatever order its attributes have.
+/// The value of attribute `name` in an element's attribute text, or "" without one.
+inline std::string attribute_of(const std::string& attributes, const std::string& name) {
+  const std::string key = " " + name + "=\"";
+  auto at = (" " + attributes).find(key);
+  if (at == std::string::npos) return "";
+  at += key.size() - 1;  // in `attributes`, which lacks the leading space
+  return attributes.substr(at, attributes.find('"', at) - at);
+}
+
+/// Every <polyline class="series"> of `html`, in order, whatever order its attributes
+/// have. Scanned with find, not std::regex: libstdc++'s regex recurses once a character,
+/// and a line of thousands of points overflowed the stack under AddressSanitizer.
 inline std::vector<Polyline> polylines(const std::string& html) {
   std::vector<Polyline> out;
-  const std::regex element("<polyline\\b([^>]*)>"), colour("data-colour=\"([0-9]+)\""),
-      dash("data-dash=\"([0-9]+)\""), points("points=\"([^\"]*)\""), pair("-?[0-9.]+,-?[0-9.]+");
-  for (std::sregex_iterator e(html.begin(), html.end(), element), end; e != end; ++e) {
-    const std::string attributes = (*e)[1];
+  for (size_t at = html.find("<polyline"); at != std::string::npos; at = html.find("<polyline", at + 1)) {
+    const size_t begin = at + std::string("<polyline").size();
+    if (begin >= html.size() || !std::isspace(static_cast<unsigned char>(html[begin]))) continue;
+    const std::string attributes = html.substr(begin, html.find('>', begin) - begin);
     if (attributes.find("class=\"series\"") == std::string::npos) continue;
     Polyline p;
-    std::smatch m;
-    if (std::regex_search(attributes, m, colour)) p.colour = std::stoi(m[1]);
-    if (std::regex_search(attributes, m, dash)) p.dash = std::stoi(m[1]);
-    if (std::regex_search(attributes, m, points)) {
-      const std::string list = m[1];
-      p.points = static_cast<size_t>(std::distance(std::sregex_iterator(list.begin(), list.end(), pair),
-                                                   std::sregex_iterator()));
-    }
+    if (const auto c = attribute_of(attributes, "data-colour"); !c.empty()) p.colour = std::stoi(c);
+    if (const auto d = attribute_of(attributes, "data-dash"); !d.empty()) p.dash = std::stoi(d);
+    std::istringstream list(attribute_of(attributes, "points"));
+    for (std::string xy; list >> xy;) p.points += xy.find(',') != std::string::npos;
     out.push_back(p);
   }
   return out;
