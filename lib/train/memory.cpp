@@ -38,9 +38,19 @@ ProcessMemory process_memory() {
   return {*rss, *peak};
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer replaces malloc, so glibc's statistics stay empty; its allocator
+// counts for itself (sanitizer/allocator_interface.h, which gcc does not install).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#endif
+
 int64_t heap_bytes_in_use() {
+#if defined(__SANITIZE_ADDRESS__)
+  return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
+#else
   const struct mallinfo2 info = mallinfo2();
   return static_cast<int64_t>(info.uordblks + info.hblkhd);
+#endif
 }
 
 int64_t storage_bytes(const std::vector<at::Tensor>& tensors) {

@@ -27,7 +27,8 @@ struct ProcessMemory {
 ProcessMemory process_memory();
 
 /// Bytes the C heap has handed out and not taken back (glibc mallinfo2: arena
-/// blocks in use plus mmap'ed blocks), across all threads. libtorch's CPU tensors
+/// blocks in use plus mmap'ed blocks; AddressSanitizer's own count in a sanitized
+/// build, whose allocator replaces glibc's), across all threads. libtorch's CPU tensors
 /// come from this heap, so the difference of two readings measures CPU tensors made
 /// in between. Example: int64_t before = kiln::train::heap_bytes_in_use();
 int64_t heap_bytes_in_use();

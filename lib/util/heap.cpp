@@ -21,6 +21,11 @@ void keep_freed_memory() {
     state() = "heap: glibc's policy from MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the environment";
     return;
   }
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's allocator replaces glibc's: mallopt has nothing to set.
+  state() = "heap: AddressSanitizer's allocator (a sanitized build); glibc's mallopt does not apply";
+  return;
+#endif
   constexpr int kMmapThreshold = 32 << 20;  // glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
   constexpr int kTrimThreshold = 1 << 30;
   const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
