@@ -13,6 +13,10 @@ kiln="$(realpath "$1")"
 python="${2:-}"
 [[ -x "$python" ]] || python="$(command -v python3)"
 inject="$(realpath "${3:-$(dirname "$kiln")/../lib/libkiln_fault_inject.so}")"
+# A sanitized kiln (scripts/sanitize) refuses to start unless AddressSanitizer's runtime
+# comes first among the preloaded libraries.
+asan_runtime="$(ldd "$kiln" 2>/dev/null | awk '/libasan/ {print $3}')"
+[[ -n "$asan_runtime" ]] && inject="$asan_runtime:$inject"
 tmp="$(mktemp -d)"
 trap '[[ -n "${KILN_KEEP:-}" ]] || rm -rf "$tmp"; kill $(jobs -p) 2>/dev/null' EXIT
 failures=0; checks=0; not_run=()
