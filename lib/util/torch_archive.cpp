@@ -7,7 +7,6 @@
 #include <c10/util/StringUtil.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include "util/error.h"
 #include "util/torch_pickle.h"
@@ -95,18 +94,13 @@ void fill(OutputArchive& ar, const c10::impl::GenericDict& dict, const std::stri
   }
 }
 
-std::string bytes_of(OutputArchive& ar) {
-  std::ostringstream out;
-  ar.save_to(out);
-  return std::move(out).str();
-}
-
 }  // namespace
 
 std::string serialize_archive(OutputArchive& archive) {
-  const std::string script = bytes_of(archive);
-  InputArchive back;  // on the CPU: a device's state is not held twice on the device
-  back.load_from(script.data(), script.size(), torch::kCPU);
+  // The archive's module read as it is (no TorchScript export and re-import per save);
+  // serialize() copies device tensors to the CPU one storage at a time.
+  InputArchive back;
+  back.*member(InputModule{}) = archive.*member(OutputModule{});
   return serialize(dict_of(back, "archive"));
 }
 
