@@ -6,6 +6,7 @@
 #include <c10/util/StringUtil.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -69,7 +70,12 @@ at::Tensor read_idx(const std::string& path) {
   if (!std::filesystem::exists(path)) fail(path, "no such file");
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) fail(path, c10::str("cannot open: ", std::strerror(errno)));
-  gzbuffer(f.get(), 1 << 20);
+  // zlib's buffers (input, and twice that for output) sized to the file, up to 1 MiB: a
+  // 1 MiB buffer for a 10 KB file costs more to allocate and fault in than to read it.
+  std::error_code size_error;
+  const auto file_bytes = std::filesystem::file_size(path, size_error);
+  gzbuffer(f.get(), static_cast<unsigned>(
+                        std::clamp<uintmax_t>(size_error ? 1 << 20 : file_bytes + 1, 1 << 13, 1 << 20)));
 
   std::array<uint8_t, 4> magic{};
   if (read_some(f.get(), path, magic.data(), 4) != 4)
@@ -114,8 +120,8 @@ at::Tensor read_idx(const std::string& path) {
     }
   } else {
     std::vector<uint8_t> buffer;
-    while (got < count) {
-      buffer.resize(static_cast<size_t>(std::min(count, std::max<int64_t>(2 * got, 1 << 20))));
+    while (got < count) {  // grows by doubling from 64 KiB, so a small stream stays small
+      buffer.resize(static_cast<size_t>(std::min(count, std::max<int64_t>(2 * got, 1 << 16))));
       const int64_t want = static_cast<int64_t>(buffer.size()) - got;
       const int64_t n = read_some(f.get(), path, buffer.data() + got, want);
       got += n;
