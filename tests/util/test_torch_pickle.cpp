@@ -325,6 +325,32 @@ TEST_CASE("a pickle whose opcodes declare more bytes than it holds is refused be
   REQUIRE(tp::deserialize(pt(std::string("\x80\x02X\x03\x00\x00\x00" "abc.", 11)), "ok.pt").toStringRef() == "abc");
 }
 
+TEST_CASE("a record whose zip entry declares more bytes than the file holds is refused before "
+          "libtorch allocates them", "[util][torch_pickle]") {
+  // The checkpoint fuzzer's find: libtorch's getRecord allocated the size the zip's central
+  // directory declares (4 GiB, from a 3 KB trainer.pt) before reading the record.
+  const std::string good = tp::serialize(c10::IValue(int64_t{7}));
+  REQUIRE(tp::deserialize(good, "good.pt").toInt() == 7);
+  // 0xffffffff in both sizes, as the fuzzer wrote: zip64's marker, which miniz's own check
+  // of the directory lets through (a smaller size past the end it refuses itself).
+  for (const uint32_t declared : {0xffffffffu}) {
+    std::string bad = good;
+    // The central directory entry of archive/data.pkl: signature PK\1\2, the compressed
+    // size at byte 20 of the entry, the uncompressed size at 24, the name at 46.
+    size_t at = 0;
+    while ((at = bad.find("PK\x01\x02", at)) != std::string::npos &&
+           bad.compare(at + 46, 16, "archive/data.pkl") != 0)
+      ++at;
+    REQUIRE(at != std::string::npos);
+    for (const size_t field : {20, 24})
+      for (int b = 0; b < 4; ++b) bad[at + field + b] = static_cast<char>((declared >> (8 * b)) & 0xff);
+    INFO("declared " << declared);
+    REQUIRE_THAT(error_of([&] { tp::deserialize(bad, "big.pt"); }),
+                 Contains("big.pt: record 'data.pkl' declares " + std::to_string(declared) + " bytes at byte ") &&
+                     Contains("past the end of the file's " + std::to_string(bad.size()) + " bytes"));
+  }
+}
+
 TEST_CASE("torch.load(weights_only=True) reads kiln's .pt bit for bit, and kiln reads torch.save's",
           "[util][torch_pickle][interop]") {
   const auto py = kiln::test::python_or_skip("torch, safetensors.torch");
