@@ -27,6 +27,10 @@ TORCH_LIBRARY(kiln, m) {
   m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, "
         "Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, "
         "float eps, int step) -> ()");
+  m.def("fused_lion_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, float lr, "
+        "float beta1, float beta2, float weight_decay) -> ()");
+  m.def("fused_sgd_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, float lr, "
+        "float momentum, float dampening, float weight_decay, bool nesterov, bool first_step) -> ()");
   m.def("grad_norm(Tensor[] tensors) -> Tensor");
 }
 
@@ -120,6 +124,23 @@ void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList ex
   using TL = at::TensorList;
   KILN_CALL(fused_adamw_, void(TL, TL, TL, TL, double, double, double, double, double, int64_t),
             params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, weight_decay, eps, step);
+}
+
+void fused_lion_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, double lr,
+                 double beta1, double beta2, double weight_decay) {
+  if (params.empty() && grads.empty() && exp_avgs.empty()) return;  // as fused_adamw_
+  using TL = at::TensorList;
+  KILN_CALL(fused_lion_, void(TL, TL, TL, double, double, double, double), params, grads,
+            exp_avgs, lr, beta1, beta2, weight_decay);
+}
+
+void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+                bool first_step) {
+  if (params.empty() && grads.empty() && momentum_buffers.empty()) return;  // as fused_adamw_
+  using TL = at::TensorList;
+  KILN_CALL(fused_sgd_, void(TL, TL, TL, double, double, double, double, bool, bool), params,
+            grads, momentum_buffers, lr, momentum, dampening, weight_decay, nesterov, first_step);
 }
 
 Tensor grad_norm(at::TensorList tensors) {

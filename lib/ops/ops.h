@@ -79,6 +79,25 @@ void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList ex
                   at::TensorList exp_avg_sqs, double lr, double beta1, double beta2,
                   double weight_decay, double eps, int64_t step);
 
+/// One Lion step, in place, over lists of tensors of one dtype and device (params[i],
+/// grads[i], exp_avgs[i] of one shape), with the arithmetic of kiln::optim::Lion:
+/// u ← sign(β1·m + (1−β1)·g); p ← p·(1−lr·λ) − lr·u; m ← β2·m + (1−β2)·g. One pass
+/// per tensor on CPU (vectorised, threads over all tensors' elements); one CUDA launch
+/// per 64 tensors. Not differentiable: call it under NoGradGuard.
+/// Example: kiln::ops::fused_lion_(ps, gs, ms, 1e-4, 0.9, 0.99, 0.1);
+void fused_lion_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, double lr,
+                 double beta1, double beta2, double weight_decay);
+
+/// One SGD step, in place, with the arithmetic of torch::optim::SGD: d ← g + λ·p;
+/// with momentum μ > 0, b ← d on the first step (first_step: the buffers' contents
+/// are not read) else μ·b + (1−τ)·d, and d ← d + μ·b (Nesterov) or b; p ← p − lr·d.
+/// momentum_buffers is empty when μ = 0. One pass per tensor on CPU; one CUDA launch
+/// per 64 tensors. Not differentiable: call it under NoGradGuard.
+/// Example: kiln::ops::fused_sgd_(ps, gs, bs, 0.1, 0.9, 0.0, 5e-4, false, step == 1);
+void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+                bool first_step);
+
 /// √(Σ over all tensors of Σ x²), the global 2-norm, in one fused pass: one
 /// parallel pass on CPU, one multi-tensor launch on CUDA with no host sync. The
 /// tensors share a dtype and device; the result is a 0-dim float32 (float64 for

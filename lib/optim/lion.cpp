@@ -1,9 +1,14 @@
-// kiln::optim::Lion: the update in plain ATen per tensor (one temporary for the
-// sign) and its state through state_io.h.
+// kiln::optim::Lion: the update (run by the fused kernel kiln::ops::fused_lion_ once
+// per device and dtype of a group) and its state through state_io.h.
 #include "optim/lion.h"
 
 #include "optim/group_options.h"
 #include "optim/state_io.h"
+
+#include <map>
+#include <tuple>
+
+#include "ops/ops.h"
 
 namespace kiln::optim {
 namespace {
@@ -44,6 +49,11 @@ torch::Tensor Lion::step(LossClosure closure) {
   torch::Tensor loss = run_closure(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const LionOptions&>(group.options());
+    // One fused call per (device, dtype) of this group: the kernel takes one of each.
+    struct Bucket {
+      std::vector<at::Tensor> params, grads, exp_avgs;
+    };
+    std::map<std::tuple<int, int, at::ScalarType>, Bucket> buckets;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const auto& grad = p.grad();
@@ -55,13 +65,13 @@ torch::Tensor Lion::step(LossClosure closure) {
         s->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
         slot = std::move(s);
       }
-      auto& m = static_cast<LionParamState&>(*slot).exp_avg();
-      // u = sign(β1·m + (1−β1)·g), computed before m moves on.
-      const auto update = m.mul(o.beta1()).add_(grad, 1 - o.beta1()).sign_();
-      if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
-      p.add_(update, -o.lr());
-      m.mul_(o.beta2()).add_(grad, 1 - o.beta2());
+      auto& b = buckets[{static_cast<int>(p.device().type()), p.device().index(), p.scalar_type()}];
+      b.params.push_back(p), b.grads.push_back(grad);
+      b.exp_avgs.push_back(static_cast<LionParamState&>(*slot).exp_avg());
     }
+    for (const auto& [id, b] : buckets)
+      kiln::ops::fused_lion_(b.params, b.grads, b.exp_avgs, o.lr(), o.beta1(), o.beta2(),
+                             o.weight_decay());
   }
   return loss;
 }

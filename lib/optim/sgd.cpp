@@ -1,9 +1,15 @@
-// kiln::optim::SGD: the update in plain ATen (one in-place pass per tensor and
-// term, as torch::optim::SGD) and its state through state_io.h.
+// kiln::optim::SGD: the update (the arithmetic of torch::optim::SGD, run by the
+// fused kernel kiln::ops::fused_sgd_ once per device, dtype and first step of a group)
+// and its state through state_io.h.
 #include "optim/sgd.h"
 
 #include "optim/group_options.h"
 #include "optim/state_io.h"
+
+#include <map>
+#include <tuple>
+
+#include "ops/ops.h"
 
 namespace kiln::optim {
 namespace {
@@ -47,27 +53,35 @@ torch::Tensor SGD::step(LossClosure closure) {
   torch::Tensor loss = run_closure(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const SGDOptions&>(group.options());
+    // One fused call per (device, dtype, first step) of this group: a parameter's
+    // first step with momentum sets its buffer to the update instead of moving it.
+    struct Bucket {
+      std::vector<at::Tensor> params, grads, buffers;
+    };
+    std::map<std::tuple<int, int, at::ScalarType, bool>, Bucket> buckets;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       TORCH_CHECK(!p.grad().is_sparse(), "SGD: sparse gradients are not supported");
-      auto d_p = p.grad();
-      if (o.weight_decay() != 0) d_p = d_p.add(p, o.weight_decay());  // g + λ·p
+      bool first = false;
+      at::Tensor buffer;
       if (o.momentum() != 0) {
         auto& slot = state_[p.unsafeGetTensorImpl()];
-        // State initialization: the first buffer is the gradient itself.
+        // State initialization: the first buffer is the update itself (written by the kernel).
         if (!slot) {
           auto s = std::make_unique<SGDParamState>();
-          s->momentum_buffer(torch::clone(d_p).detach());
+          s->momentum_buffer(torch::empty_like(p, at::MemoryFormat::Preserve));
           slot = std::move(s);
-        } else {
-          auto& buf = static_cast<SGDParamState&>(*slot).momentum_buffer();
-          buf.mul_(o.momentum()).add_(d_p, 1 - o.dampening());
+          first = true;
         }
-        const auto& buf = static_cast<SGDParamState&>(*slot).momentum_buffer();
-        d_p = o.nesterov() ? d_p.add(buf, o.momentum()) : buf;
+        buffer = static_cast<SGDParamState&>(*slot).momentum_buffer();
       }
-      p.add_(d_p, -o.lr());
+      auto& b = buckets[{static_cast<int>(p.device().type()), p.device().index(), p.scalar_type(), first}];
+      b.params.push_back(p), b.grads.push_back(p.grad());
+      if (buffer.defined()) b.buffers.push_back(buffer);
     }
+    for (const auto& [id, b] : buckets)
+      kiln::ops::fused_sgd_(b.params, b.grads, b.buffers, o.lr(), o.momentum(), o.dampening(),
+                            o.weight_decay(), o.nesterov(), std::get<3>(id));
   }
   return loss;
 }

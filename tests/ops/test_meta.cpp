@@ -200,6 +200,20 @@ std::vector<OpCase> op_cases(at::ScalarType dtype) {
                    },
                    {r({3, 4}), r({5}), r({3, 4}), r({5}), r({3, 4}), r({5}), r({3, 4}).abs(),
                     r({5}).abs()}});
+  cases.push_back({"fused_lion_",
+                   [](const Tensors& t) {
+                     ops::fused_lion_({t[0], t[1]}, {t[2], t[3]}, {t[4], t[5]}, 1e-4, 0.9, 0.99, 0.1);
+                     return Tensors{};
+                   },
+                   {r({3, 4}), r({5}), r({3, 4}), r({5}), r({3, 4}), r({5})}});
+  cases.push_back({"fused_sgd_",
+                   [](const Tensors& t) {
+                     ops::fused_sgd_({t[0], t[1]}, {t[2], t[3]}, {t[4], t[5]}, 0.1, 0.9, 0.0, 1e-4,
+                                     true, false);
+                     ops::fused_sgd_({t[0], t[1]}, {t[2], t[3]}, {}, 0.1, 0.0, 0.0, 0.0, false, false);
+                     return Tensors{};
+                   },
+                   {r({3, 4}), r({5}), r({3, 4}), r({5}), r({3, 4}), r({5})}});
   return cases;
 }
 
@@ -294,6 +308,30 @@ std::vector<OpCase> error_cases() {
          return Tensors{};
        },
        {r({3}), r({4}), r({3}), r({3}), r({4}), r({3}), r({4})}},
+      {"fused_lion_: exp_avgs[1] of another shape",
+       [](const Tensors& t) {
+         ops::fused_lion_({t[0], t[1]}, {t[2], t[3]}, {t[4], t[5]}, 1e-4, 0.9, 0.99, 0.0);
+         return Tensors{};
+       },
+       {r({3}), r({4}), r({3}), r({4}), r({3}), r({5})}},
+      {"fused_lion_: beta2 1",
+       [](const Tensors& t) {
+         ops::fused_lion_({t[0]}, {t[1]}, {t[2]}, 1e-4, 0.9, 1.0, 0.0);
+         return Tensors{};
+       },
+       {r({3}), r({3}), r({3})}},
+      {"fused_sgd_: momentum_buffers with momentum 0",
+       [](const Tensors& t) {
+         ops::fused_sgd_({t[0]}, {t[1]}, {t[2]}, 0.1, 0.0, 0.0, 0.0, false, false);
+         return Tensors{};
+       },
+       {r({3}), r({3}), r({3})}},
+      {"fused_sgd_: grads[0] of another dtype",
+       [](const Tensors& t) {
+         ops::fused_sgd_({t[0]}, {t[1]}, {t[2]}, 0.1, 0.9, 0.0, 0.0, false, true);
+         return Tensors{};
+       },
+       {r({3}), r({3}, at::kDouble), r({3})}},
       // (grad_norm's message for a second dtype names the device: it is in the mix test below.)
       {"grad_norm: tensors[0] of dtype Int",
        [](const Tensors& t) { return Tensors{ops::grad_norm(t)}; },
@@ -314,7 +352,7 @@ TEST_CASE("every kiln op has a Meta kernel (cross_entropy through its composite)
     REQUIRE((op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)));
   }
-  REQUIRE(ops >= 19);  // the schemas of ops.cpp: the loop saw them
+  REQUIRE(ops >= 21);  // the schemas of ops.cpp: the loop saw them
 }
 
 TEST_CASE("on meta tensors every op's outputs have the CPU outputs' sizes, strides and dtype",

@@ -75,13 +75,13 @@ void update_reduced(T* p, const T* g, T* m, T* v, int64_t n, const AdamWCoeffici
 
 }  // namespace
 
-void adamw_update(DType dtype, const AdamWSpan& s, const AdamWCoefficients& c) {
+void adamw_update(DType dtype, const TensorSpan& s, const AdamWCoefficients& c) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
-    auto* p = static_cast<T*>(s.param);
-    const auto* g = static_cast<const T*>(s.grad);
-    auto* m = static_cast<T*>(s.exp_avg);
-    auto* v = static_cast<T*>(s.exp_avg_sq);
+    auto* p = static_cast<T*>(s.data[0]);
+    const auto* g = static_cast<const T*>(s.data[1]);
+    auto* m = static_cast<T*>(s.data[2]);
+    auto* v = static_cast<T*>(s.data[3]);
     if constexpr (std::is_same_v<at::opmath_type<T>, T>) {
       update(p, g, m, v, s.n, c);
     } else {

@@ -7,20 +7,11 @@
 
 #include "../cpu_capability.h"
 #include "../kernel_types.h"
+#include "../multi_tensor.h"
 
 struct CUstream_st;
 
 namespace kiln::ops {
-
-/// One tensor's share of an update: n elements of parameter, gradient and both
-/// moments, all in one dense layout and one dtype.
-struct AdamWSpan {
-  void* param;
-  const void* grad;
-  void* exp_avg;
-  void* exp_avg_sq;
-  int64_t n;
-};
 
 /// The per-step constants of an AdamW update, computed once in double:
 ///   p ← p·decay
@@ -42,14 +33,15 @@ inline AdamWCoefficients adamw_coefficients(double lr, double beta1, double beta
 }
 
 namespace cpu {
-// Updates one span in place (any length, any alignment); half types compute in float.
+// Updates one span (param, grad, exp_avg, exp_avg_sq) in place, any length and
+// alignment; half types compute in float.
 KILN_DECLARE_CPU_KERNEL(adamw_update,
-                        (DType dtype, const AdamWSpan& span, const AdamWCoefficients& c))
+                        (DType dtype, const TensorSpan& span, const AdamWCoefficients& c))
 }  // namespace cpu
 
 namespace cuda {
-/// Updates every span on `stream`: one kernel launch per kAdamWTensorsPerLaunch spans.
-void adamw_update(DType dtype, const AdamWSpan* spans, int64_t count, const AdamWCoefficients& c,
+/// Updates every span on `stream`: one kernel launch per 64 spans.
+void adamw_update(DType dtype, const TensorSpan* spans, int64_t count, const AdamWCoefficients& c,
                   CUstream_st* stream);
 }  // namespace cuda
 
