@@ -2,13 +2,8 @@
 // p, m once (20 bytes per float32 parameter, AdamW's pass moves 28); compiled once per
 // CPU capability (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
 #include "../cpu_dtype.h"
+#include "../cpu_multi_tensor.h"
 #include "lion_kernel.h"
-
-#include <ATen/OpMathType.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
-
-#include <type_traits>
 
 namespace kiln::ops::cpu::KILN_CPU_NS {
 namespace {
@@ -33,57 +28,14 @@ inline void lion_math(V& p, const V& g, V& m, const Coeffs<V>& k) {
   m = at::vec::fmadd(g, k.one_minus_beta2, m * k.beta2);
 }
 
-// float and double: native vectors; the tail is a partial load and store.
-template <typename T>
-void update(T* p, const T* g, T* m, int64_t n, const LionCoefficients& c) {
-  using V = at::vec::Vectorized<T>;
-  const Coeffs<V> k(c);
-  int64_t i = 0;
-  for (; i + V::size() <= n; i += V::size()) {
-    V pv = V::loadu(p + i), mv = V::loadu(m + i);
-    lion_math(pv, V::loadu(g + i), mv, k);
-    pv.store(p + i), mv.store(m + i);
-  }
-  if (i < n) {
-    const int64_t count = n - i;
-    V pv = V::loadu(p + i, count), mv = V::loadu(m + i, count);
-    lion_math(pv, V::loadu(g + i, count), mv, k);
-    pv.store(p + i, count), mv.store(m + i, count);
-  }
-}
-
-// float16 and bfloat16: each vector of T is two float vectors; computed in float,
-// rounded once when stored.
-template <typename T>
-void update_reduced(T* p, const T* g, T* m, int64_t n, const LionCoefficients& c) {
-  using V = at::vec::Vectorized<T>;
-  using F = at::vec::Vectorized<float>;
-  const Coeffs<F> k(c);
-  for (int64_t i = 0; i < n; i += V::size()) {
-    const int64_t count = std::min<int64_t>(V::size(), n - i);
-    auto [p0, p1] = at::vec::convert_to_float<T>(V::loadu(p + i, count));
-    auto [g0, g1] = at::vec::convert_to_float<T>(V::loadu(g + i, count));
-    auto [m0, m1] = at::vec::convert_to_float<T>(V::loadu(m + i, count));
-    lion_math(p0, g0, m0, k);
-    lion_math(p1, g1, m1, k);
-    at::vec::convert_from_float<T>(p0, p1).store(p + i, count);
-    at::vec::convert_from_float<T>(m0, m1).store(m + i, count);
-  }
-}
-
 }  // namespace
 
 void lion_update(DType dtype, const TensorSpan& s, const LionCoefficients& c) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
-    auto* p = static_cast<T*>(s.data[0]);
-    const auto* g = static_cast<const T*>(s.data[1]);
-    auto* m = static_cast<T*>(s.data[2]);
-    if constexpr (std::is_same_v<at::opmath_type<T>, T>) {
-      update(p, g, m, s.n, c);
-    } else {
-      update_reduced(p, g, m, s.n, c);
-    }
+    using V = OpVec<T>;
+    const Coeffs<V> k(c);
+    update_lists<3, 0b101, T>(s.data, s.n, [&](V (&x)[3]) { lion_math(x[0], x[1], x[2], k); });
   });
 }
 

@@ -4,20 +4,18 @@
 // avx512) and chosen at run time. Which terms apply (weight decay, momentum, Nesterov,
 // the first step) is chosen once per call, outside the loop.
 #include "../cpu_dtype.h"
+#include "../cpu_multi_tensor.h"
 #include "sgd_kernel.h"
 
-#include <ATen/OpMathType.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
-
-#include <tuple>
 #include <type_traits>
 
 namespace kiln::ops::cpu::KILN_CPU_NS {
 namespace {
 
 template <bool kDecay, bool kMomentum, bool kNesterov, bool kFirst>
-struct Terms {};
+struct Terms {
+  static constexpr bool kHasMomentum = kMomentum;
+};
 
 template <typename V>
 struct Coeffs {
@@ -39,55 +37,6 @@ inline void sgd_math(V& p, V d, V& b, const Coeffs<V>& k, Terms<kDecay, kMomentu
     d = kNesterov ? at::vec::fmadd(b, k.momentum, d) : b;
   }
   p = at::vec::fmadd(d, k.neg_lr, p);
-}
-
-// float and double: native vectors; the tail is a partial load and store. b is null
-// without momentum.
-template <typename T, typename Ts>
-void update(T* p, const T* g, T* b, int64_t n, const SGDCoefficients& c, Ts terms) {
-  using V = at::vec::Vectorized<T>;
-  const Coeffs<V> k(c);
-  const auto one = [&](int64_t i, int64_t count) {
-    V pv = V::loadu(p + i, count), bv = b ? V::loadu(b + i, count) : V(0);
-    sgd_math(pv, V::loadu(g + i, count), bv, k, terms);
-    pv.store(p + i, count);
-    if (b) bv.store(b + i, count);
-  };
-  int64_t i = 0;
-  if (b) {
-    for (; i + V::size() <= n; i += V::size()) {
-      V pv = V::loadu(p + i), bv = V::loadu(b + i);
-      sgd_math(pv, V::loadu(g + i), bv, k, terms);
-      pv.store(p + i), bv.store(b + i);
-    }
-  } else {
-    for (; i + V::size() <= n; i += V::size()) {
-      V pv = V::loadu(p + i), bv(0);
-      sgd_math(pv, V::loadu(g + i), bv, k, terms);
-      pv.store(p + i);
-    }
-  }
-  if (i < n) one(i, n - i);
-}
-
-// float16 and bfloat16: each vector of T is two float vectors; computed in float,
-// rounded once when stored.
-template <typename T, typename Ts>
-void update_reduced(T* p, const T* g, T* b, int64_t n, const SGDCoefficients& c, Ts terms) {
-  using V = at::vec::Vectorized<T>;
-  using F = at::vec::Vectorized<float>;
-  const Coeffs<F> k(c);
-  for (int64_t i = 0; i < n; i += V::size()) {
-    const int64_t count = std::min<int64_t>(V::size(), n - i);
-    auto [p0, p1] = at::vec::convert_to_float<T>(V::loadu(p + i, count));
-    auto [g0, g1] = at::vec::convert_to_float<T>(V::loadu(g + i, count));
-    F b0(0), b1(0);
-    if (b) std::tie(b0, b1) = at::vec::convert_to_float<T>(V::loadu(b + i, count));
-    sgd_math(p0, g0, b0, k, terms);
-    sgd_math(p1, g1, b1, k, terms);
-    at::vec::convert_from_float<T>(p0, p1).store(p + i, count);
-    if (b) at::vec::convert_from_float<T>(b0, b1).store(b + i, count);
-  }
 }
 
 // Calls f(Terms<…>{}) for the terms `c` asks for: each combination its own loop.
@@ -116,14 +65,16 @@ void with_terms(const SGDCoefficients& c, F&& f) {
 void sgd_update(DType dtype, const TensorSpan& s, const SGDCoefficients& c) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
-    auto* p = static_cast<T*>(s.data[0]);
-    const auto* g = static_cast<const T*>(s.data[1]);
-    auto* b = c.momentum != 0 ? static_cast<T*>(s.data[2]) : nullptr;
+    using V = OpVec<T>;
+    const Coeffs<V> k(c);
     with_terms(c, [&](auto terms) {
-      if constexpr (std::is_same_v<at::opmath_type<T>, T>) {
-        update(p, g, b, s.n, c, terms);
+      if constexpr (decltype(terms)::kHasMomentum) {
+        update_lists<3, 0b101, T>(s.data, s.n, [&](V (&x)[3]) { sgd_math(x[0], x[1], x[2], k, terms); });
       } else {
-        update_reduced(p, g, b, s.n, c, terms);
+        update_lists<2, 0b1, T>(s.data, s.n, [&](V (&x)[2]) {
+          V unused(0);
+          sgd_math(x[0], x[1], unused, k, terms);
+        });
       }
     });
   });
