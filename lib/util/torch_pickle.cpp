@@ -141,7 +141,12 @@ class BytesReader : public caffe2::serialize::ReadAdapterInterface {
 // the length an opcode declares before it reads it, so a damaged length of 2^32 or
 // 2^64 in a 200-byte file was a 4 GiB allocation or a crash (the fuzzer's find). Our
 // own scan because the Unpickler has no limit to set and pickletools is Python; it
-// knows the argument layout of every opcode of protocols 0–5 and judges nothing else.
+// knows the argument layout of every opcode of protocols 0–5, and the one other thing
+// the Unpickler sizes by: its memo is a vector, which a BINPUT or LONG_BINPUT index
+// past its end extends to that index (a 4-byte index of 2^30 from a 300-byte file was
+// 10 GB, the fuzzer's second find). Picklers number their memo entries in order
+// (Python's put index is len(memo)), so an index may name an existing entry or the
+// next one, nothing further.
 void check_pickle(std::string_view p, const std::string& source) {
   const auto fail = [&](size_t at, const std::string& what) {
     throw InputError(c10::str(source, ": data.pkl: byte ", at, ": ", what));
@@ -152,6 +157,13 @@ void check_pickle(std::string_view p, const std::string& source) {
     return v;
   };
   size_t pos = 0;
+  uint64_t memo_size = 0;  // entries the Unpickler's memo would hold here
+  const auto put = [&](size_t at, uint64_t index) {
+    if (index > memo_size)
+      fail(at, c10::str("a memo index of ", index, " where the memo holds ", memo_size,
+                        " entries; expected at most ", memo_size, " (the next entry)"));
+    memo_size = std::max(memo_size, index + 1);
+  };
   while (pos < p.size()) {
     const size_t at = pos;
     const auto op = static_cast<uint8_t>(p[pos++]);
@@ -177,12 +189,15 @@ void check_pickle(std::string_view p, const std::string& source) {
       case '.': return;  // STOP
       case '0': case '1': case '2': case '(': case 'N': case 0x88: case 0x89: case '}': case ']':
       case ')': case 't': case 0x85: case 0x86: case 0x87: case 'a': case 'e': case 'l': case 'd':
-      case 's': case 'u': case 'b': case 'R': case 0x81: case 0x92: case 0x93: case 0x94: case 0x8f:
+      case 's': case 'u': case 'b': case 'R': case 0x81: case 0x92: case 0x93: case 0x8f:
       case 0x90: case 0x91: case 'Q': case 'o': case 0x97: case 0x98:
         break;
-      case 'K': case 'h': case 'q': case 0x80: case 0x82: need(1, "argument"); break;
+      case 0x94: ++memo_size; break;  // MEMOIZE: the next entry
+      case 'q': need(1, "argument"); put(at, little(pos - 1, 1)); break;  // BINPUT
+      case 'r': need(4, "argument"); put(at, little(pos - 4, 4)); break;  // LONG_BINPUT
+      case 'K': case 'h': case 0x80: case 0x82: need(1, "argument"); break;
       case 'M': case 0x83: need(2, "argument"); break;
-      case 'J': case 'j': case 'r': case 0x84: need(4, "argument"); break;
+      case 'J': case 'j': case 0x84: need(4, "argument"); break;
       case 'G': case 0x95: need(8, "argument"); break;
       case 'U': case 'C': case 0x8c: case 0x8a: counted(1, "data"); break;
       case 'T': case 'B': case 'X': case 0x8b: counted(4, "data"); break;

@@ -321,6 +321,15 @@ TEST_CASE("a pickle whose opcodes declare more bytes than it holds is refused be
                Contains("z.pt: data.pkl: byte 3: expected the STOP opcode, found the end of the pickle"));
   REQUIRE_THAT(error_of([&] { tp::deserialize(pt(std::string("\x80\x02\xff.", 4)), "w.pt"); }),
                Contains("w.pt: data.pkl: byte 2: expected a pickle opcode, found 0xff"));
+  // The second find: a memo index far past the memo's end, which the Unpickler's memo
+  // vector grew to (2^30 entries: 10 GB); the next index and an existing one are fine.
+  REQUIRE_THAT(error_of([&] { tp::deserialize(pt(std::string("\x80\x02Nr\x00\x00\x00\x40.", 9)), "m.pt"); }),
+               Contains("m.pt: data.pkl: byte 3: a memo index of 1073741824 where the memo holds 0 "
+                        "entries; expected at most 0 (the next entry)"));
+  REQUIRE_THAT(error_of([&] { tp::deserialize(pt(std::string("\x80\x02Nq\x00q\x02.", 8)), "n.pt"); }),
+               Contains("n.pt: data.pkl: byte 5: a memo index of 2 where the memo holds 1 entries"));
+  REQUIRE(tp::deserialize(pt(std::string("\x80\x02X\x01\x00\x00\x00" "aq\x00q\x00.", 13)), "memo.pt")
+              .toStringRef() == "a");
   // What kiln and torch.save write still reads.
   REQUIRE(tp::deserialize(pt(std::string("\x80\x02X\x03\x00\x00\x00" "abc.", 11)), "ok.pt").toStringRef() == "abc");
 }
