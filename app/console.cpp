@@ -67,15 +67,17 @@ void ConsoleObserver::on_step(const train::StepReport& r) {
   if (mode_ == ConsoleMode::kJson) {  // progress at most once a second, and each epoch's last step
     if (r.elapsed_s - last_draw_ < 1.0 && r.batch != r.batches) return;
     last_draw_ = r.elapsed_s;
+    const auto [loss, grad_norm] = r.loss_and_grad_norm();  // read only when shown
     return print_json_event("progress", {{"step", r.step}, {"total_steps", r.total_steps},
-                                         {"epoch", r.epoch}, {"epochs", r.epochs}, {"loss", r.loss},
-                                         {"lr", r.lr}, {"grad_norm", r.grad_norm},
+                                         {"epoch", r.epoch}, {"epochs", r.epochs}, {"loss", loss},
+                                         {"lr", r.lr}, {"grad_norm", grad_norm},
                                          {"samples_per_s", r.samples_per_s}, {"elapsed_s", r.elapsed_s},
                                          {"eta_s", r.eta_s}, {"skipped_steps", r.skipped_steps}});
   }
   if (mode_ != ConsoleMode::kLive) return;
   if (r.elapsed_s - last_draw_ < 0.1 && r.batch != r.batches) return;
   last_draw_ = r.elapsed_s;
+  const auto [loss, grad_norm] = r.loss_and_grad_norm();  // read only when drawn
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(kWidth * r.batch / std::max<int64_t>(r.batches, 1));
   std::string bar(filled, '#');
@@ -84,8 +86,8 @@ void ConsoleObserver::on_step(const train::StepReport& r) {
   std::printf("\r\033[2Kepoch %lld/%lld [%s] %lld/%lld loss %.4f lr %.3g |g| %.3g %.0f samples/s%s%s "
               "run ETA %s",
               static_cast<long long>(r.epoch), static_cast<long long>(r.epochs), bar.c_str(),
-              static_cast<long long>(r.batch), static_cast<long long>(r.batches), r.loss, r.lr,
-              r.grad_norm, r.samples_per_s, last_metric_.empty() ? "" : " last ",
+              static_cast<long long>(r.batch), static_cast<long long>(r.batches), loss, r.lr,
+              grad_norm, r.samples_per_s, last_metric_.empty() ? "" : " last ",
               last_metric_.c_str(), format_duration(r.eta_s).c_str());
   std::fflush(stdout);
   bar_shown_ = true;

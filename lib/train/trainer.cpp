@@ -134,6 +134,29 @@ class Run {
   int64_t total_steps_ = 0, batches_ = 0, saved_step_ = -1, evaluated_step_ = -1,
           reported_step_ = -1;
   int64_t activation_peak_ = 0;
+  // A step's loss and gradient norm stay on the device: step() writes them into row
+  // unread_ of step_values_ (float64, kUnreadRows × 2) with no host sync, and
+  // read_step_values() brings the unread rows to the host in one copy, adding each
+  // loss to pos_.loss_since_eval and leaving the last pair in loss_ and grad_norm_.
+  // The loop reads on log steps, every kUnreadRows steps, before an evaluation or a
+  // checkpoint and at the end (check_finite: the same steps in every process), and
+  // when an observer asks (StepReport::loss_and_grad_norm).
+  // Without clipping, a step computes no gradient norm (a pass over the gradients
+  // that only the logs want): last_grad_norm() computes it from the gradients the
+  // last step left, on log steps and when an observer asks.
+  static constexpr int64_t kUnreadRows = 64;
+  void write_step_values(const at::Tensor& loss, const at::Tensor& grad_norm);
+  void read_step_values();
+  void check_finite();
+  double last_grad_norm();
+  at::Tensor step_values_;
+  int64_t unread_ = 0, unread_first_step_ = 0;
+  bool grad_norm_known_ = false;  // grad_norm_ is the last step's
+  struct NonFinite {
+    int64_t step;
+    double loss, grad_norm;
+  };
+  std::optional<NonFinite> non_finite_;  // the first step read with an inf/NaN loss or norm
   double loss_ = 0.0, grad_norm_ = 0.0;
   int64_t window_samples_ = 0, trained_samples_ = 0;
   Clock::time_point start_, window_start_;
@@ -293,7 +316,7 @@ void Run::step(const data::Batch& batch) {
   const int64_t rows = batch.x.size(0);
   const int64_t micro = (rows + opt_.accumulate() - 1) / opt_.accumulate();
   const auto xs = batch.x.split(micro), ys = batch.y.split(micro);
-  double loss = 0.0;
+  at::Tensor loss;  // Σ weight · part in float64 on the device: read on log steps only
   const bool traced = profiler_->recording();  // the loop's phases as the trace's user scopes
   activation_peak_ = 0;  // this step's: the memory report shows the last step's, not the first's one-time costs
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -317,33 +340,93 @@ void Run::step(const data::Batch& batch) {
       scaled.backward();
     }
     activation_peak_ = std::max(activation_peak_, probe.bytes());
-    loss += weight * part.item<double>();
+    const auto value = part.detach();
+    if (i == 0)
+      loss = weight == 1.0 ? value.to(at::kDouble) : value.to(at::kDouble).mul_(weight);
+    else
+      loss.add_(value, weight);
+  }
+  if (group_) {  // the processes' mean loss for the logs (on CUDA an all-reduce on the device)
+    std::vector<at::Tensor> sum{loss};
+    group_->all_reduce_sum_(sum);
+    loss = sum[0].div_(static_cast<double>(group_->size()));
   }
 
   std::optional<PhaseScope> clip_phase(std::in_place, traced, "clip");
   scaler_.unscale_(*optimizer_);  // no-op without loss scaling
-  if (opt_.clip_norm() > 0) {
-    grad_norm_ = optim::clip_grad_norm(module_->parameters(), opt_.clip_norm()).item<double>();
-  } else {
-    std::vector<at::Tensor> grads;
-    for (const auto& p : module_->parameters())
-      if (p.grad().defined()) grads.push_back(p.grad());
-    grad_norm_ = kiln::ops::grad_norm(grads).item<double>();
-  }
-  // With loss scaling an inf/NaN gradient skips the step (scaler_.step); without
-  // it, it would poison the parameters: stop before the step, keeping the last
-  // checkpoint as it was.
-  if (!plan_.loss_scaling && (!std::isfinite(loss) || !std::isfinite(grad_norm_)))
-    throw TrainingDiverged(c10::str(
-        "the training loss became ", loss, " (gradient norm ", grad_norm_, ") at step ",
-        pos_.step + 1, "; first non-finite: ", first_non_finite(*module_),
-        ". Lower optim.lr, set optim.clip_norm, or check the data; the last checkpoint is kept"));
+  at::Tensor grad_norm;  // undefined without clipping: last_grad_norm() computes it when asked
+  if (opt_.clip_norm() > 0) grad_norm = optim::clip_grad_norm(module_->parameters(), opt_.clip_norm());
+  write_step_values(loss, grad_norm);
   clip_phase.reset();
   PhaseScope phase(traced, "optimizer");
   scaler_.step(*optimizer_);
   scaler_.update();
   schedule_->step();
-  loss_ = loss;
+}
+
+void Run::write_step_values(const at::Tensor& loss, const at::Tensor& grad_norm) {
+  if (unread_ == kUnreadRows) read_step_values();  // an observer's reads can move check_finite's
+  if (!step_values_.defined())
+    step_values_ = at::empty({kUnreadRows, 2}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  if (unread_ == 0) unread_first_step_ = pos_.step + 1;
+  auto row = step_values_.select(0, unread_);
+  row.select(0, 0).copy_(loss);
+  if (grad_norm.defined())
+    row.select(0, 1).copy_(grad_norm);
+  else
+    row.select(0, 1).fill_(0.0);  // not computed: finite for check_finite, never shown
+  ++unread_;
+  grad_norm_known_ = false;
+}
+
+double Run::last_grad_norm() {
+  read_step_values();
+  if (!grad_norm_known_) {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : module_->parameters())
+      if (p.grad().defined()) grads.push_back(p.grad());
+    grad_norm_ = grads.empty() ? 0.0 : kiln::ops::grad_norm(grads).item<double>();
+    grad_norm_known_ = true;
+  }
+  return grad_norm_;
+}
+
+void Run::read_step_values() {
+  if (unread_ == 0) return;
+  const auto rows = step_values_.narrow(0, 0, unread_).cpu();  // the one host copy (a sync on CUDA)
+  const auto* v = rows.const_data_ptr<double>();
+  for (int64_t r = 0; r < unread_; ++r) {
+    loss_ = v[2 * r];
+    grad_norm_ = v[2 * r + 1];
+    grad_norm_known_ = opt_.clip_norm() > 0;
+    pos_.loss_since_eval += loss_;
+    if (!non_finite_ && (!std::isfinite(loss_) || !std::isfinite(grad_norm_)))
+      non_finite_ = NonFinite{unread_first_step_ + r, loss_, grad_norm_};
+  }
+  unread_ = 0;
+}
+
+// Reads the unread steps; an inf/NaN loss or gradient norm among them stops the run
+// (fp32, bf16: with loss scaling the scaler skips such steps). Called before anything
+// is written from the parameters (a log line, an evaluation, a checkpoint), so the
+// last checkpoint is kept as it was; the parameters in memory may have taken the bad
+// steps since, as the check waits for a read.
+void Run::check_finite() {
+  read_step_values();
+  // NaN prints without the sign bit the arithmetic happened to leave on it.
+  const auto shown = [](double v) { return std::isnan(v) ? std::string("nan") : c10::str(v); };
+  if (!non_finite_ || plan_.loss_scaling) return;
+  const auto& bad = *non_finite_;
+  const bool now = bad.step == pos_.step;
+  // The norm as the step had it: clipping computed it; else the last step's gradients give it.
+  const std::string norm = opt_.clip_norm() > 0 ? c10::str(" (gradient norm ", shown(bad.grad_norm), ")")
+                           : now                ? c10::str(" (gradient norm ", shown(last_grad_norm()), ")")
+                                                : std::string();
+  throw TrainingDiverged(c10::str(
+      "the training loss became ", shown(bad.loss), norm, " at step ", bad.step,
+      now ? std::string() : c10::str(" (read at step ", pos_.step, ": the values stay on the device between reads)"),
+      "; first non-finite", now ? std::string() : c10::str(" at step ", pos_.step), ": ", first_non_finite(*module_),
+      ". Lower optim.lr, set optim.clip_norm, or check the data; the last checkpoint is kept"));
 }
 
 // Data-parallel: the processes' parameters must be equal after every step (the same
@@ -381,6 +464,7 @@ EvalShard Run::eval_shard() const {
 }
 
 void Run::evaluate_now() {
+  check_finite();  // pos_.loss_since_eval complete, and no evaluation of a diverged model
   PhaseScope phase(profiler_->recording(), "evaluate");
   module_->eval();
   const auto ev = evaluate([this](const at::Tensor& x) { return forward(x); }, data_.test.x,
@@ -442,6 +526,7 @@ void Run::evaluate_now() {
 }
 
 void Run::save(bool with_metrics) {
+  check_finite();  // every process: the position saved holds every step's loss
   if (saved_step_ == pos_.step || !writes_) return;
   PhaseScope phase(profiler_->recording(), "checkpoint");
   Metrics metrics;
@@ -584,12 +669,7 @@ TrainResult Run::run() {
         int64_t examples = batch.x.size(0);
         try {
           step(batch);
-          if (group_) {  // the processes' mean loss for the logs
-            std::vector<at::Tensor> mean{at::tensor({loss_}, at::kDouble)};
-            group_->all_reduce_sum_(mean);
-            loss_ = mean[0].item<double>() / static_cast<double>(group_->size());
-            examples *= group_->size();
-          }
+          if (group_) examples *= group_->size();
         } catch (const c10::OutOfMemoryError& e) {
           throw std::runtime_error(describe_cuda_oom(
               e, batch_ / opt_.accumulate(),
@@ -598,21 +678,25 @@ TrainResult Run::run() {
         ++pos_.step;
         ++pos_.batch;
         if (run_dir_gone()) rescue_run_dir();
-        pos_.loss_since_eval += loss_;
         ++pos_.steps_since_eval;
         window_samples_ += examples;
         trained_samples_ += examples;
         const double elapsed = seconds_since(start_);
         const double lr = optimizer_->param_groups()[0].options().get_lr();
         StepReport r{pos_.step, total_steps_, pos_.epoch + 1, opt_.epochs(), pos_.batch, batches_,
-                     loss_, lr, grad_norm_, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
+                     lr, trained_samples_ / std::max(elapsed, 1e-9), elapsed,
                      elapsed / static_cast<double>(pos_.step - result_.resumed_from) *
                          (total_steps_ - pos_.step),
-                     scaler_.skipped_steps()};
-        if (pos_.step % opt_.log_every() == 0) {
+                     scaler_.skipped_steps(), [this] {
+                       const double norm = last_grad_norm();
+                       return std::pair{loss_, norm};
+                     }};
+        const bool log_step = pos_.step % opt_.log_every() == 0;
+        if (log_step || pos_.step % kUnreadRows == 0) check_finite();
+        if (log_step) {
           const double window_s = seconds_since(window_start_);
           nlohmann::ordered_json line = {{"split", "train"}, {"step", pos_.step}, {"epoch", pos_.epoch + 1},
-                                         {"loss", loss_}, {"lr", lr}, {"grad_norm", grad_norm_},
+                                         {"loss", loss_}, {"lr", lr}, {"grad_norm", last_grad_norm()},
                                          {"skipped_steps", scaler_.skipped_steps()},
                                          {"samples_per_s", window_samples_ / std::max(window_s, 1e-9)}};
           if (scaler_.enabled()) line["loss_scale"] = scaler_.scale();  // fp16's dynamic loss scale
@@ -627,8 +711,10 @@ TrainResult Run::run() {
         }
         observer_.on_step(r);
         const auto& tb = spec_.tensorboard;
-        if (writes_ && tb.histogram_every() > 0 && pos_.step % tb.histogram_every() == 0)
-          write_histograms(*tb_, *module_, pos_.step);
+        if (tb.histogram_every() > 0 && pos_.step % tb.histogram_every() == 0) {
+          check_finite();
+          if (writes_) write_histograms(*tb_, *module_, pos_.step);
+        }
         const bool epoch_end = pos_.batch == batches_;
         if (opt_.eval_every() > 0 && pos_.step % opt_.eval_every() == 0 && !epoch_end) {
           evaluate_now();

@@ -3,6 +3,7 @@
 // checkpoints, interruption. It reports progress to an observer and never prints;
 // the app decides what the console shows.
 #pragma once
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -143,8 +144,14 @@ struct RunSpec {
 
 struct StepReport {
   int64_t step, total_steps, epoch, epochs, batch, batches;  // epoch and batch 1-based
-  double loss, lr, grad_norm, samples_per_s, elapsed_s, eta_s;
+  double lr, samples_per_s, elapsed_s, eta_s;
   int64_t skipped_steps;  // fp16: steps skipped for inf/NaN gradients so far
+  /// The step's training loss and gradient norm {loss, grad_norm}. They stay on the
+  /// device until asked for: calling this brings the steps since the last read to the
+  /// host in one copy (on CUDA a host sync, which the loop itself makes on log steps
+  /// only), so an observer that shows them less often than every step should call it
+  /// only when it shows them. Valid during on_step only.
+  std::function<std::pair<double, double>()> loss_and_grad_norm;
 };
 
 struct EvalReport {

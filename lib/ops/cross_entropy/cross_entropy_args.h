@@ -3,8 +3,8 @@
 // (Meta included), and the range of the class indices (an error naming the first
 // bad row), which reads target's values and so runs on CPU and CUDA only.
 #pragma once
+#include <ATen/ops/_assert_async.h>
 #include <ATen/ops/aminmax.h>
-#include <ATen/ops/stack.h>
 
 #include <string_view>
 
@@ -24,16 +24,21 @@ struct CrossEntropyArgs {
 };
 
 /// Throws unless every target lies in [0, classes), naming the first row that does not.
-/// One host–device round trip on CUDA (aminmax, then the row only on failure).
+/// On the CPU the values are read in place. On CUDA the check runs on the device
+/// (at::_assert_async, as ATen's own nll_loss checks its targets): no host sync in
+/// a training step; a bad index fails the stream with this message and, should the
+/// assertion be compiled out, the kernels give that row NaN, never a bad read.
 inline void check_targets(std::string_view op, const at::Tensor& target, int64_t classes) {
   if (target.numel() == 0) return;
   const auto [lo, hi] = at::aminmax(target);
-  const auto bounds = at::stack({lo, hi}).cpu();
-  const auto* b = bounds.const_data_ptr<int64_t>();
-  if (b[0] >= 0 && b[1] < classes) return;
-  const auto t = target.cpu().contiguous();
-  const auto* p = t.const_data_ptr<int64_t>();
-  for (int64_t i = 0; i < t.numel(); ++i)
+  if (!target.is_cpu()) {
+    at::_assert_async(lo.ge(0).logical_and_(hi.lt(classes)),
+                      c10::str(op, ": target: expected class indices in [0, ", classes, ")"));
+    return;
+  }
+  if (lo.const_data_ptr<int64_t>()[0] >= 0 && hi.const_data_ptr<int64_t>()[0] < classes) return;
+  const auto* p = target.const_data_ptr<int64_t>();
+  for (int64_t i = 0; i < target.numel(); ++i)
     TORCH_CHECK(p[i] >= 0 && p[i] < classes, op, ": target: expected class indices in [0, ",
                 classes, "), got target[", i, "] = ", p[i]);
 }

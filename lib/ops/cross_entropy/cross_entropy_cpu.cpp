@@ -1,6 +1,7 @@
 // CPU kernels of kiln::cross_entropy_forward and kiln::cross_entropy_backward as
 // registered Tensor functions: check, make contiguous, allocate, split the rows
 // over threads, call the vectorised raw kernel built for this CPU.
+#include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <torch/library.h>
@@ -52,7 +53,12 @@ at::Tensor cross_entropy_backward_cpu(const at::Tensor& grad, const at::Tensor& 
   auto out = output_like(a.logits);
   if (a.rows == 0) return out;
   const auto lc = lse.contiguous();
-  const double scale = grad.item<double>() / static_cast<double>(a.rows);
+  // The one value read in place: grad is a CPU scalar (checked), and item() would be
+  // a dispatcher call per step that the sync count (tests/train) treats as a host read.
+  const double scale = AT_DISPATCH_FLOATING_TYPES_AND2(
+                           at::kHalf, at::kBFloat16, grad.scalar_type(), "kiln::cross_entropy_backward",
+                           [&] { return static_cast<double>(*grad.const_data_ptr<scalar_t>()); }) /
+                       static_cast<double>(a.rows);
   const auto dtype = kernel_dtype(a.logits);
   const auto kernel = cpu::cross_entropy_backward_impl();
   const auto* t = a.target.const_data_ptr<int64_t>();
