@@ -124,8 +124,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before the first tensor: a step's freed memory stays for the next (util/heap.h).
-  kiln::heap::keep_freed_memory();
+  // Before the first tensor: a step's freed memory stays for the next, and large
+  // tensors go on huge pages (util/heap.h).
+  kiln::heap::set_training_policy();
   try {
     return run(argc, argv);
   } catch (const kiln::InputError& e) {  // messages may quote a file's bytes: printable() escapes them

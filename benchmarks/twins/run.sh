@@ -16,7 +16,10 @@
 #                           [--rounds R (3)] [--threads T (2)] [KILN (build/bin/kiln)]
 # Defaults: convnet 60 timed steps after 20, gpt 30 after 10; batch sizes convnet 128
 # and 32, gpt 32 and 64. STEPS is rounded up to a multiple of WARMUP (kiln's log window).
-# Environment (THP_MEM_ALLOC_ENABLE=1, OMP_* …) reaches both sides alike.
+# Both sides run under kiln's heap policy (lib/util/heap.h, which kiln sets for itself
+# and the twin gets from the environment here: freed memory kept by glibc, large
+# tensors on huge pages); environment the caller sets (THP_MEM_ALLOC_ENABLE=0,
+# MALLOC_*_, OMP_* …) reaches both sides alike.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -40,6 +43,14 @@ done
 [[ -x "$py" ]] || { echo "run.sh: $py not found (scripts/setup installs the torch venv)" >&2; exit 2; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+# kiln's own policy for the twin: the values of keep_freed_memory() in lib/util/heap.h,
+# unless the caller chose (kiln then keeps glibc's as the caller set them, too).
+if [[ -z "${MALLOC_MMAP_THRESHOLD_:-}${MALLOC_TRIM_THRESHOLD_:-}" ]]; then
+  twin_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824)
+else
+  twin_env=()
+fi
+export THP_MEM_ALLOC_ENABLE="${THP_MEM_ALLOC_ENABLE:-1}"
 
 # model | config | batch sizes | default steps | default warm-up
 declare -A config=([convnet]=fashion_convnet [gpt]=gpt_char)
@@ -110,7 +121,7 @@ for model in ${models//,/ }; do
       fi
       ms="$(kiln_ms "$dir/metrics.jsonl" "$b")"
       echo "{\"model\": \"$model\", \"batch\": $b, \"side\": \"kiln\", \"ms_per_step\": $ms}" >>"$tmp/results.jsonl"
-      "$py" "$here/${model}_twin.py" --batch-size "$b" --steps "$n" --warmup "$k" --threads "$threads" \
+      env "${twin_env[@]}" "$py" "$here/${model}_twin.py" --batch-size "$b" --steps "$n" --warmup "$k" --threads "$threads" \
         --precision "$(precision_of "$root/configs/${config[$model]}.toml")" \
         | "$py" -c 'import json, sys; d = json.loads(sys.stdin.readlines()[-1]); d["side"] = "python"; d["batch"] = d["batch_size"]; print(json.dumps(d))' \
         >>"$tmp/results.jsonl"

@@ -3,8 +3,11 @@
 // call of an op pays one page fault per 4 KiB page it writes, and with the system's
 // transparent huge pages set to "madvise" (Debian's default) nothing changes that
 // unless the memory is advised. PyTorch has the same switch for its whole CPU
-// allocator (THP_MEM_ALLOC_ENABLE=1); kiln applies it to the outputs of its own ops.
+// allocator (THP_MEM_ALLOC_ENABLE=1), which kiln's main turns on (util/heap.h); with
+// it off (THP_MEM_ALLOC_ENABLE=0), kiln still applies it to the outputs of its own ops.
 #include "ops/cpu_memory.h"
+
+#include "util/heap.h"
 
 #include <cstdint>
 
@@ -22,6 +25,9 @@ void advise_huge_pages(const at::Tensor& t) {
   // and the system call would be pure cost.
   constexpr size_t kMmapThresholdMax = size_t{32} << 20;
   if (!t.defined() || !t.is_cpu() || t.nbytes() <= kMmapThresholdMax) return;
+  // ATen's allocator advised it already (kiln's default: util/heap.h).
+  static const bool aten_advises = heap::large_tensors_on_huge_pages();
+  if (aten_advises) return;
   const auto begin = reinterpret_cast<uintptr_t>(t.storage().data());
   const uintptr_t end = begin + t.storage().nbytes();
   const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);

@@ -1,6 +1,8 @@
-// keep_freed_memory(): two mallopt calls, unless the environment already chose.
+// keep_freed_memory(): two mallopt calls, unless the environment already chose;
+// huge_pages_for_large_tensors(): PyTorch's THP_MEM_ALLOC_ENABLE, unless it chose.
 #include "util/heap.h"
 
+#include <c10/core/impl/alloc_cpu.h>
 #include <malloc.h>
 
 #include <cstdlib>
@@ -8,6 +10,10 @@
 namespace kiln::heap {
 
 namespace {
+
+constexpr int kMmapThreshold = 32 << 20;  // glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
+constexpr int kTrimThreshold = 1 << 30;
+bool kept = false;  // keep_freed_memory() set the thresholds
 
 std::string& state() {
   static std::string s = "heap: glibc's default policy";
@@ -26,13 +32,41 @@ void keep_freed_memory() {
   state() = "heap: AddressSanitizer's allocator (a sanitized build); glibc's mallopt does not apply";
   return;
 #endif
-  constexpr int kMmapThreshold = 32 << 20;  // glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
-  constexpr int kTrimThreshold = 1 << 30;
   const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+  kept = ok;
   state() = ok ? "heap: freed memory kept for reuse (mmap threshold 32 MiB, trim threshold 1 GiB)"
                : "heap: glibc refused mallopt; its default policy applies";
 }
 
-const std::string& policy() { return state(); }
+void huge_pages_for_large_tensors() {
+#if defined(__linux__)
+  setenv("THP_MEM_ALLOC_ENABLE", "1", /*overwrite=*/0);
+#endif
+}
+
+bool large_tensors_on_huge_pages() {
+#if defined(__linux__) && !defined(__ANDROID__)
+  // ATen aligns a block it puts on huge pages to the huge page, the others to 64 bytes.
+  return c10::c10_compute_alignment(size_t{4} << 20) > 64;
+#else
+  return false;
+#endif
+}
+
+std::string policy_environment() {
+  // A variable the user set reaches a child by itself; kiln's mallopt calls do not.
+  const std::string kept_env = kept ? "MALLOC_MMAP_THRESHOLD_=" + std::to_string(kMmapThreshold) +
+                                          " MALLOC_TRIM_THRESHOLD_=" + std::to_string(kTrimThreshold) + " "
+                                    : std::string();
+  return kept_env + "THP_MEM_ALLOC_ENABLE=" + (large_tensors_on_huge_pages() ? "1" : "0");
+}
+
+std::string policy() {
+  const char* env = std::getenv("THP_MEM_ALLOC_ENABLE");
+  return state() + (large_tensors_on_huge_pages()
+                        ? "; CPU tensors of 2 MiB or more on transparent huge pages (THP_MEM_ALLOC_ENABLE=1)"
+                        : std::string("; CPU tensors on the system's default pages (THP_MEM_ALLOC_ENABLE=") +
+                              (env ? env : "unset") + ")");
+}
 
 }  // namespace kiln::heap

@@ -1,6 +1,6 @@
 // The process's heap policy for training: memory a step frees stays in the heap for
 // the next step instead of going back to the kernel, so a step's tensors do not
-// fault in (and zero) fresh pages every time.
+// fault in (and zero) fresh pages every time, and large tensors sit on huge pages.
 #pragma once
 #include <string>
 
@@ -20,8 +20,37 @@ namespace kiln::heap {
 /// Example: kiln::heap::keep_freed_memory();
 void keep_freed_memory();
 
-/// What keep_freed_memory() did in this process, for the run's log ("heap: glibc's
-/// default policy" when it was never called, as in the tests).
-const std::string& policy();
+/// ATen's CPU allocator backs every block of 2 MiB or more with transparent huge pages
+/// (aligned to 2 MiB and advised with MADV_HUGEPAGE) when THP_MEM_ALLOC_ENABLE=1,
+/// PyTorch's switch, which it reads once, at its first CPU allocation. A large tensor
+/// then takes one page fault per 2 MiB instead of per 4 KiB, and fewer TLB misses
+/// (docs/performance.md has the figures). Sets THP_MEM_ALLOC_ENABLE=1 for this process
+/// (and the processes it starts) unless the environment already holds it:
+/// THP_MEM_ALLOC_ENABLE=0 keeps the small pages. Takes effect only before ATen's
+/// first CPU allocation: kiln's main calls it first thing. The cost: a block's
+/// alignment rounds it up to the next 2 MiB boundary.
+/// Example: kiln::heap::huge_pages_for_large_tensors();
+void huge_pages_for_large_tensors();
+
+/// Whether ATen's CPU allocator puts large blocks on huge pages in this process.
+bool large_tensors_on_huge_pages();
+
+/// Both of the above: the policy of kiln's executable, which the benchmarks apply too
+/// so that both sides of a comparison run under it. Call before the first tensor.
+/// Example: kiln::heap::set_training_policy();
+inline void set_training_policy() {
+  keep_freed_memory();
+  huge_pages_for_large_tensors();
+}
+
+/// The environment that gives another process the same policy (a Python twin in a
+/// benchmark), for a shell command's prefix: "MALLOC_MMAP_THRESHOLD_=… MALLOC_TRIM_THRESHOLD_=…"
+/// when keep_freed_memory() set them, and THP_MEM_ALLOC_ENABLE=1 or 0 as ATen has it here.
+std::string policy_environment();
+
+/// What keep_freed_memory() and huge_pages_for_large_tensors() did in this process,
+/// for the run's log ("heap: glibc's default policy" when neither was called, as in
+/// the tests).
+std::string policy();
 
 }  // namespace kiln::heap

@@ -56,6 +56,15 @@ checks=$((checks + 1))
 grep -q '"split":"test"' "$tmp/run/metrics.jsonl" && grep -q '"accuracy"' "$tmp/run/metrics.jsonl" \
   || { failures=$((failures + 1)); echo "FAIL: metrics.jsonl has no test line with accuracy"; }
 expect 2 "already holds a run; continue it with --resume" -- train configs/tiny.toml --run-dir "$tmp/run"
+# kiln's main puts ATen's large CPU tensors on huge pages (util/heap.h), as ATen itself
+# reports it (its allocator's alignment), unless the environment says otherwise.
+checks=$((checks + 1))
+grep -q "heap: freed memory kept for reuse .*; CPU tensors of 2 MiB or more on transparent huge pages (THP_MEM_ALLOC_ENABLE=1)" \
+  "$tmp/run/train.log" || { failures=$((failures + 1)); echo "FAIL: train.log does not say large tensors are on huge pages"; }
+THP_MEM_ALLOC_ENABLE=0 "$kiln" train configs/tiny.toml --run-dir "$tmp/thp0" --set train.max_steps=1 --quiet >/dev/null 2>&1
+checks=$((checks + 1))
+grep -q "CPU tensors on the system's default pages (THP_MEM_ALLOC_ENABLE=0)" "$tmp/thp0/train.log" \
+  || { failures=$((failures + 1)); echo "FAIL: THP_MEM_ALLOC_ENABLE=0 was not kept"; }
 
 # Export from the run (its newest checkpoint, step 32) in each format; Python's own
 # readers (the torch venv's, KILN_TEST_PYTHON, when there) give back the checkpoint's
