@@ -51,23 +51,15 @@ int main(int argc, char** argv) {
       for (const auto& factory : kb::registry())
         for (auto& c : factory(n, opts))
           if (ops.empty() || std::find(ops.begin(), ops.end(), c.op) != ops.end()) cases.push_back(c);
-      // On CUDA, a device-to-device copy of the same bytes is the bandwidth yardstick.
-      double copy_gbps = 0;
-      if (device.is_cuda()) {
-        const auto [ns, gbps] = kb::copy_bandwidth(n, opts, common->rounds, common->min_ms);
-        copy_gbps = gbps;
-        table.copy(dname, size, ns, gbps);
-      }
       for (const int t : common->threads) {
         at::set_num_threads(t);
+        // The copy of the same element count at these threads: the bandwidth yardstick.
+        const auto copy = kb::copy_bandwidth(n, opts, common->rounds, common->min_ms);
+        table.copy(dname, size, t, copy);
         for (const auto& c : cases) {
           const auto m = kb::measure(c, device, common->rounds, common->min_ms);
-          const double fraction =
-              copy_gbps > 0 && c.bytes > 0 ? c.bytes / m.kiln_ns / copy_gbps : 0.0;
-          table.row(c, dname, size, t, m, fraction);
-          auto row = kb::json_row(c, device, dname, n, t, m);
-          if (fraction > 0) row["bandwidth_fraction"] = fraction, row["copy_gbps"] = copy_gbps;
-          out.push_back(row);
+          table.row(c, dname, size, t, m, copy.gbps);
+          out.push_back(kb::json_row(c, device, dname, n, t, m, copy.gbps));
         }
       }
     }

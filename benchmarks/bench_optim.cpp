@@ -1,8 +1,8 @@
 // kiln_bench_optim: one optimizer step over 100 tensors totalling 10M parameters
 // (mixed sizes, like a model's weights and biases), kiln against its references,
-// interleaved round by round, printing ref/kiln ratios (> 1: kiln is faster) and,
-// on CUDA, the share of the copy bandwidth reached (bw/copy: the bandwidth bound,
-// AdamW moving 28 bytes per float32 parameter, over kiln's time). --json FILE
+// interleaved round by round, printing ref/kiln ratios (> 1: kiln is faster) and
+// each side's GB/s against a copy of the parameter count in the same run (AdamW moves
+// 28 bytes per float32 parameter, Lion and SGD with momentum 20). --json FILE
 // writes the rows in the shape of kiln_bench_ops'.
 //
 // Adding an optimizer (Lion, Muon, SGD, …): write a `std::vector<Case> NAME_cases(const
@@ -11,7 +11,8 @@
 // pass = "step", kiln = NAME's step, ref = the reference's step and ref_name saying
 // what the reference is — "kiln::optim::AdamW" (make_adamw(s.parameters()) makes
 // one) to report a step time against AdamW's; set bytes to the bytes the step must
-// move on CUDA. Then append it to kCaseMakers below.
+// move (and ref_bytes to the reference's, when they differ). Then append it to
+// kCaseMakers below.
 #include "bench_support.h"
 #include "ops/cpu_capability.h"
 #include "ops/ops.h"
@@ -148,11 +149,14 @@ std::vector<Case> other_cases(const Setup& s) {
                                    kiln::optim::MuonOptions(kLr).adamw(true).weight_decay(kWeightDecay)));
   auto muon = std::make_shared<kiln::optim::Muon>(groups);
   const char* vs_adamw = "kiln::optim::AdamW";
-  return {{"lion", "step", [=] { lion->step(); }, [=] { adamw->step(); }, 5.0 * s.total * item, vs_adamw},
-          {"sgd", "step", [=] { sgd->step(); }, [=] { adamw->step(); }, 5.0 * s.total * item, vs_adamw},
+  const double adamw_bytes = 7.0 * s.total * item;  // read p g m v, write p m v
+  return {{"lion", "step", [=] { lion->step(); }, [=] { adamw->step(); }, 5.0 * s.total * item, vs_adamw,
+           adamw_bytes},
+          {"sgd", "step", [=] { sgd->step(); }, [=] { adamw->step(); }, 5.0 * s.total * item, vs_adamw,
+           adamw_bytes},
           {"sgd", "step", [=] { sgd->step(); }, [=] { torch_sgd->step(); }, 5.0 * s.total * item,
            "torch::optim::SGD"},
-          {"muon", "step", [=] { muon->step(); }, [=] { adamw->step(); }, 0.0, vs_adamw}};
+          {"muon", "step", [=] { muon->step(); }, [=] { adamw->step(); }, 0.0, vs_adamw, adamw_bytes}};
 }
 
 using CaseMaker = std::vector<Case> (*)(const Setup&);
@@ -192,25 +196,16 @@ int main(int argc, char** argv) {
                 static_cast<long long>(s.total), dname.c_str());
     const kb::Table table("params");
     const auto size = std::to_string(s.total);
-    double copy_gbps = 0;
-    if (device.is_cuda()) {
-      const auto [ns, gbps] = kb::copy_bandwidth(s.total, s.options, common->rounds, common->min_ms);
-      copy_gbps = gbps;
-      table.copy(dname, size, ns, gbps);
-    }
     for (const int t : common->threads) {
       at::set_num_threads(t);
+      // The copy of the parameter count at these threads: the bandwidth yardstick.
+      const auto copy = kb::copy_bandwidth(s.total, s.options, common->rounds, common->min_ms);
+      table.copy(dname, size, t, copy);
       for (const auto make : kCaseMakers) {
         for (const auto& c : make(s)) {
           const auto m = kb::measure(c, device, common->rounds, common->min_ms);
-          // On CUDA: the bandwidth bound, bytes at the copy's bandwidth, over kiln's time.
-          const double bound_ns = copy_gbps > 0 && c.bytes > 0 ? c.bytes / copy_gbps : 0.0;
-          table.row(c, dname, size, t, m, bound_ns / m.kiln_ns);
-          auto row = kb::json_row(c, device, dname, s.total, t, m);
-          if (bound_ns > 0)
-            row["bound_ns"] = bound_ns, row["bandwidth_fraction"] = bound_ns / m.kiln_ns,
-            row["copy_gbps"] = copy_gbps;
-          out.push_back(row);
+          table.row(c, dname, size, t, m, copy.gbps);
+          out.push_back(kb::json_row(c, device, dname, s.total, t, m, copy.gbps));
         }
       }
     }

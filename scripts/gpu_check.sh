@@ -150,7 +150,7 @@ cat "$out/bench_cuda.txt"
 cat "$out/bench_memory_cuda.txt"
 
 # The optimizer step (100 tensors, 10M parameters) against torch::optim::AdamW,
-# at::_fused_adamw_ and the bandwidth bound (bw/copy column).
+# at::_fused_adamw_ and each side's GB/s against a device copy (k/copy, r/copy columns).
 "$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 20 \
     --json "$out/bench_optim_cuda.json" > "$out/bench_optim_cuda.txt" 2>&1 || bench_rc=1
 cat "$out/bench_optim_cuda.txt"

@@ -1,24 +1,50 @@
 """What both Python twins share: the command line, kiln's cosine schedule, the timed
 loop and the one JSON line each prints (benchmarks/twins/run.sh reads it)."""
 import argparse
+import gzip
 import json
 import math
+import os
 import time
 
+import numpy as np
 import torch
 
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist (kiln's default)
 
-def parse_args(description, batch_size):
+
+def read_idx(name, root=FASHION_MNIST):
+    """An IDX file (gzip) of Fashion-MNIST as a numpy array of its shape."""
+    with gzip.open(os.path.join(root, name), "rb") as f:
+        data = f.read()
+    dims = data[3]  # IDX: 0, 0, dtype, number of dimensions, then big-endian sizes
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def fashion_mnist_train():
+    """The 60,000 training images standardised as kiln's reader does (pixels/255, then
+    the set's mean and standard deviation), (60000, 1, 28, 28) float32, and their labels."""
+    images = torch.from_numpy(read_idx("train-images-idx3-ubyte.gz").astype(np.float32) / 255.0)
+    labels = torch.from_numpy(read_idx("train-labels-idx1-ubyte.gz").astype(np.int64))
+    mean, std = images.double().mean().item(), images.double().std().item()
+    return ((images - mean) / std).unsqueeze(1), labels, (mean, std)
+
+
+def parse_args(description, batch_size, extend=None, precision="bf16"):
+    """The twins' shared options; extend(parser) adds a twin's own."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--batch-size", type=int, default=batch_size, help=f"examples per step (default {batch_size})")
     p.add_argument("--steps", type=int, default=40, help="timed steps (default 40)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first, as kiln's first log window (default 10)")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2, kiln's train.threads)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
-                   help="fp32, or bf16 autocast around forward and loss as kiln's train.precision (default bf16, the configs')")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default=precision,
+                   help=f"fp32, or bf16 autocast around forward and loss as kiln's train.precision (default {precision}, the config's)")
     p.add_argument("--shapes", action="store_true",
                    help="print the state dict's {name: shape} as JSON and exit (run.sh checks it against kiln's checkpoint)")
+    if extend:
+        extend(p)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -57,10 +83,11 @@ def time_steps(step, args):
     return (time.perf_counter() - start) * 1000.0 / args.steps
 
 
-def report(model_name, args, ms, parameters, tokens_per_step=None):
+def report(model_name, args, ms, parameters, tokens_per_step=None, extra=None):
     line = {"model": model_name, "batch_size": args.batch_size, "steps": args.steps, "warmup": args.warmup,
             "threads": torch.get_num_threads(), "precision": args.precision, "parameters": parameters, "torch": torch.__version__,
             "ms_per_step": ms, "steps_per_s": 1000.0 / ms}
     if tokens_per_step is not None:
         line["tokens_per_s"] = tokens_per_step * 1000.0 / ms
+    line.update(extra or {})
     print(json.dumps(line))

@@ -5,17 +5,12 @@ the real Fashion-MNIST training images.
 
     python convnet_twin.py --batch-size 128 --steps 60 --warmup 20 --threads 2
 """
-import gzip
-import os
-
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 import common
 
-ROOT = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist (kiln's default)
 CHANNELS, POOL_AFTER, HEAD, DROPOUT, CLASSES = [32, 32, 64, 64], {2, 4}, 256, 0.1, 10
 LR, WEIGHT_DECAY, WARMUP_STEPS, EPOCHS, CROP = 2e-3, 5e-2, 200, 20, 2
 
@@ -45,14 +40,6 @@ class ConvNet(nn.Module):
         return self.output(F.dropout(x, DROPOUT, self.training))  # (B, 10)
 
 
-def read_idx(name):
-    with gzip.open(os.path.join(ROOT, name), "rb") as f:
-        data = f.read()
-    dims = data[3]  # IDX: 0, 0, dtype, number of dimensions, then big-endian sizes
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
 def augment(x, fill):
     """kiln's data.augment_flip and data.augment_crop = CROP (lib/data/augment.cpp): each
     image mirrored with probability 1/2 and cropped back from a CROP-pixel pad at a
@@ -72,10 +59,7 @@ def main():
     if args.shapes:
         common.print_shapes(model)
         return
-    images = torch.from_numpy(read_idx("train-images-idx3-ubyte.gz").astype(np.float32) / 255.0)
-    labels = torch.from_numpy(read_idx("train-labels-idx1-ubyte.gz").astype(np.int64))
-    mean, std = images.mean().item(), images.std().item()
-    images = ((images - mean) / std).unsqueeze(1)  # (60000, 1, 28, 28), standardised as kiln's reader
+    images, labels, (mean, std) = common.fashion_mnist_train()  # (60000, 1, 28, 28)
     fill = (0.0 - mean) / std  # a black pixel
     batches = len(images) // args.batch_size
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, fused=True)
