@@ -6,6 +6,10 @@
 
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace kiln::ops {
 namespace {
 
@@ -46,6 +50,22 @@ std::string to_string(CpuCapability c) {
     case CpuCapability::kAvx2: return "avx2";
     default: return "default";
   }
+}
+
+bool cpu_has_bf16_matmul() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool amx_bf16 = (d >> 22) & 1;  // CPUID.(7,0):EDX[22]
+  __cpuid_count(7, 1, a, b, c, d);
+  const bool avx512_bf16 = (a >> 5) & 1;  // CPUID.(7,1):EAX[5]
+  return amx_bf16 || avx512_bf16;
+#elif defined(__aarch64__)
+  return true;  // ARMv8.6 BF16 is common there; no warning without a reliable probe
+#else
+  return false;
+#endif
 }
 
 long l2_cache_bytes() {

@@ -14,6 +14,11 @@ enum class CpuCapability { kDefault = 0, kAvx2 = 1, kAvx512 = 2 };
 CpuCapability cpu_capability();
 std::string to_string(CpuCapability c);
 
+/// Whether the CPU multiplies bfloat16 matrices in hardware (AVX512-BF16 or AMX-BF16,
+/// as CPUID reports them). Without either, ATen (oneDNN) emulates a bf16 GEMM, which
+/// ran about 50× slower than fp32's on an AVX2-only EPYC (docs/performance.md).
+bool cpu_has_bf16_matmul();
+
 /// The size of one core's L2 cache in bytes, as the system reports it (1 MiB where it
 /// does not): the streaming kernels prefetch only past it (cpu_vec.h, streamed()).
 long l2_cache_bytes();

@@ -1,16 +1,22 @@
 // Mixed precision: the autocast guard's state and nesting, kiln ops under it, the
 // GradScaler's skip / back-off / growth / unscale and its saved state, and small
-// bf16 and fp16 runs on CPU that train.
+// bf16 and fp16 runs on CPU that train, and the warning of a bf16 run on a CPU that
+// has no bf16 matrix instructions.
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <fstream>
+#include <iterator>
 #include <sstream>
+#include <string>
 
 #include "nn/mlp.h"
+#include "ops/cpu_capability.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
 #include "support.h"
 #include "train/amp.h"
+#include "train/trainer.h"
 #include "util/error.h"
 
 using kiln::train::AutocastGuard;
@@ -382,4 +388,33 @@ TEST_CASE("CUDA: fp16 autocast and a GradScaler whose scale lives on the gradien
   REQUIRE(torch::equal(w.detach(), before));
   REQUIRE(scaler.scale() == 32768.0);
   REQUIRE(scaler.state().growth_tracker == 0);
+}
+
+TEST_CASE("cpu_has_bf16_matmul agrees with the kernel's CPU flags, and a bf16 CPU run without them warns",
+          "[amp][bf16]") {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, flags;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0) {
+      flags = line + " ";
+      break;
+    }
+  if (flags.empty() || flags.find(" avx2 ") == std::string::npos)
+    return (void)kiln::test::skip("not an x86-64 Linux with /proc/cpuinfo flags");
+  const bool listed = flags.find(" avx512_bf16 ") != std::string::npos || flags.find(" amx_bf16 ") != std::string::npos;
+  REQUIRE(kiln::ops::cpu_has_bf16_matmul() == listed);
+
+  kiln::test::TempDir dir;
+  kiln::train::RunSpec spec;
+  spec.run_dir = dir / "run";
+  spec.config_toml = "# test\n";
+  spec.data.train_limit(200).test_limit(100);
+  spec.model.mlp = kiln::nn::MlpOptions(784, {16}, 10);
+  spec.train.epochs(1).batch_size(50).max_steps(1).precision("bf16");
+  spec.checkpoint.every(0);
+  kiln::train::TrainObserver quiet;
+  kiln::train::train(spec, quiet);
+  std::ifstream log(dir / "run/train.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK((text.find("without bf16 matrix instructions") != std::string::npos) == !listed);
 }
