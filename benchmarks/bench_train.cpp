@@ -36,6 +36,7 @@
 
 #include <unistd.h>
 
+#include "bench_support.h"  // quantile
 #include "config.h"
 #include "train/trainer.h"
 #include "train_command.h"
@@ -44,18 +45,9 @@
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using kiln::bench::quantile;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
 
 // The time of each step's report: step i's time is the end of step i.
 struct StepClock : kiln::train::TrainObserver {
@@ -233,7 +225,7 @@ int main(int argc, char** argv) {
       auto mlp = spec.model.mlp;
       mlp.in_features(784).out_features(10);
       const double flops = mlp_step_flops(mlp, batch), peak = *std::max_element(peaks.begin(), peaks.end());
-      const double km = median(k), pm = median(p);
+      const double km = quantile(k, 0.5), pm = quantile(p, 0.5);
       std::printf("%6lld %11.3f %11.3f %7.2f %5.2f-%5.2f %11.1f %11.1f %9.1f %9.2f\n", static_cast<long long>(batch),
                   km, pm, pm / km, quantile(ratios, 0.25), quantile(ratios, 0.75), flops / km / 1e6,
                   flops / pm / 1e6, peak, flops / km / 1e6 / peak);
@@ -243,7 +235,7 @@ int main(int argc, char** argv) {
                             {"step_gflop", flops / 1e9}, {"kiln_gflops", flops / km / 1e6},
                             {"python_gflops", flops / pm / 1e6}, {"gemm_peak_gflops", peak}};
       if (compile) {
-        const double cm = median(pc);
+        const double cm = quantile(pc, 0.5);
         std::printf("%6s %11s %11.3f %7.2f  (torch.compile twin)\n", "", "", cm, cm / km);
         row["python_compiled_ms"] = cm;
         row["ratio_compiled"] = cm / km;
