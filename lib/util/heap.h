@@ -35,8 +35,9 @@ void huge_pages_for_large_tensors();
 /// Whether ATen's CPU allocator puts large blocks on huge pages in this process.
 bool large_tensors_on_huge_pages();
 
-/// Both of the above: the policy of kiln's executable, which the benchmarks apply too
-/// so that both sides of a comparison run under it. Call before the first tensor.
+/// keep_freed_memory() and huge_pages_for_large_tensors(): the policy of kiln's
+/// executable, which the benchmarks apply too so that both sides of a comparison run
+/// under it. Call before the first tensor.
 /// Example: kiln::heap::set_training_policy();
 inline void set_training_policy() {
   keep_freed_memory();
