@@ -13,7 +13,8 @@
 #             the fraction of a STREAM copy in the same run
 #   optim     kiln_bench_optim, 10M parameters: AdamW, Lion, SGD, Muon steps
 #   thp       benchmarks/allocator_policy.sh 24: ATen with and without huge pages
-#   train     kiln_bench_train fp32 and bf16 at batch 128 and 32 against the Python twin
+#   train     kiln_bench_train fp32 and bf16 (bf16 only on a CPU with bf16 instructions)
+#             at batch 128 and 32 against the Python twin
 #   default   the default run (configs/fashion_mlp.toml) with THP_MEM_ALLOC_ENABLE=1
 #             (kiln's default) and =0, alternated: wall time and accuracy
 set -euo pipefail
@@ -58,7 +59,14 @@ run ops "$bin/kiln_bench_ops" --sizes 24 --threads 1,2 --rounds "$ops_rounds" --
 run optim "$bin/kiln_bench_optim" --threads 1,2 --rounds "$optim_rounds" --json "$out/optim.json"
 run thp "$root/benchmarks/allocator_policy.sh" 24 "$thp_rounds"
 run train_fp32 "$bin/kiln_bench_train" --precision fp32 "${train[@]}" --json "$out/train_fp32.json"
-run train_bf16 "$bin/kiln_bench_train" --precision bf16 "${train[@]}" --json "$out/train_bf16.json"
+# bf16 only where the CPU multiplies bf16 in hardware: elsewhere ATen emulates it and
+# one round takes many minutes (docs/performance.md), which says nothing about kiln.
+if grep -m1 '^flags' /proc/cpuinfo | grep -qw 'avx512_bf16\|amx_bf16'; then
+  run train_bf16 "$bin/kiln_bench_train" --precision bf16 "${train[@]}" --json "$out/train_bf16.json"
+else
+  echo "== train_bf16: skipped, this CPU has no bf16 matrix instructions (avx512_bf16, amx_bf16)" \
+    | tee "$out/train_bf16.txt"
+fi
 
 # The default run, both policies alternated: the wall time kiln prints and its accuracy.
 echo "== default: build/bin/kiln train (THP_MEM_ALLOC_ENABLE=1, kiln's default, and =0) x $default_rounds" \
