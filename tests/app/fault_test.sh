@@ -150,7 +150,7 @@ for ((k = 1; k <= ${#targeted[@]} + 20; k++)); do
   pid=$!
   if ((k > ${#targeted[@]})); then
     ops=$((1 + RANDOM % kill_span_ops))
-    while kill -0 $pid 2>/dev/null && (( $(wc -l < "$tmp/trace.$k" 2>/dev/null || echo 0) < ops )); do
+    while kill -0 $pid 2>/dev/null && (( $( { wc -l < "$tmp/trace.$k"; } 2>/dev/null || echo 0) < ops )); do
       sleep 0.005
     done
     kill -9 $pid 2>/dev/null
