@@ -39,6 +39,8 @@ constexpr const char* kUsage =
     "Options:\n"
     "  -h, --help       show this help\n"
     "      --version    show kiln's version and the libtorch it was built with\n"
+    "      --heap-env   print the environment that gives another process kiln's heap policy\n"
+    "                   (a benchmark's Python twin: env $(kiln --heap-env) python ...)\n"
     "\n"
     "'kiln train --help' lists the train options and every config key with its default;\n"
     "'kiln export --help' the export options and formats; 'kiln sample --help' the sampling options.\n";
@@ -109,6 +111,10 @@ int run(int argc, char** argv) {
   }
   if (!std::strcmp(argv[1], "--version")) {
     std::printf("kiln %s (libtorch %s)\n", KILN_VERSION, KILN_TORCH_VERSION);
+    return 0;
+  }
+  if (!std::strcmp(argv[1], "--heap-env")) {
+    std::printf("%s\n", kiln::heap::policy_environment().c_str());
     return 0;
   }
   if (!std::strcmp(argv[1], "train")) return train_main(argc - 1, argv + 1);

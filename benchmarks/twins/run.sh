@@ -43,14 +43,9 @@ done
 [[ -x "$py" ]] || { echo "run.sh: $py not found (scripts/setup installs the torch venv)" >&2; exit 2; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-# kiln's own policy for the twin: the values of keep_freed_memory() in lib/util/heap.h,
-# unless the caller chose (kiln then keeps glibc's as the caller set them, too).
-if [[ -z "${MALLOC_MMAP_THRESHOLD_:-}${MALLOC_TRIM_THRESHOLD_:-}" ]]; then
-  twin_env=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824)
-else
-  twin_env=()
-fi
-export THP_MEM_ALLOC_ENABLE="${THP_MEM_ALLOC_ENABLE:-1}"
+# kiln's own policy for the twin, as kiln itself reports it (lib/util/heap.h; what the
+# caller set in the environment reaches both sides and kiln then keeps it).
+read -ra twin_env <<<"$("$kiln" --heap-env)"
 
 # model | config | batch sizes | default steps | default warm-up
 declare -A config=([convnet]=fashion_convnet [gpt]=gpt_char)

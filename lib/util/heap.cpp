@@ -11,9 +11,9 @@ namespace kiln::heap {
 
 namespace {
 
-constexpr int kMmapThreshold = 32 << 20;  // glibc's largest (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
+constexpr int kMmapMax = 0;  // no block of its own mmap: every one from the heap
 constexpr int kTrimThreshold = 1 << 30;
-bool kept = false;  // keep_freed_memory() set the thresholds
+bool kept = false;  // keep_freed_memory() set them
 
 std::string& state() {
   static std::string s = "heap: glibc's default policy";
@@ -23,8 +23,9 @@ std::string& state() {
 }  // namespace
 
 void keep_freed_memory() {
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) {
-    state() = "heap: glibc's policy from MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the environment";
+  if (std::getenv("MALLOC_MMAP_MAX_") || std::getenv("MALLOC_MMAP_THRESHOLD_") ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_")) {
+    state() = "heap: glibc's policy from MALLOC_MMAP_MAX_ / MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in the environment";
     return;
   }
 #if defined(__SANITIZE_ADDRESS__)
@@ -32,9 +33,9 @@ void keep_freed_memory() {
   state() = "heap: AddressSanitizer's allocator (a sanitized build); glibc's mallopt does not apply";
   return;
 #endif
-  const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+  const bool ok = mallopt(M_MMAP_MAX, kMmapMax) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
   kept = ok;
-  state() = ok ? "heap: freed memory kept for reuse (mmap threshold 32 MiB, trim threshold 1 GiB)"
+  state() = ok ? "heap: freed memory kept for reuse (no block on an mmap of its own, trim threshold 1 GiB)"
                : "heap: glibc refused mallopt; its default policy applies";
 }
 
@@ -55,7 +56,7 @@ bool large_tensors_on_huge_pages() {
 
 std::string policy_environment() {
   // A variable the user set reaches a child by itself; kiln's mallopt calls do not.
-  const std::string kept_env = kept ? "MALLOC_MMAP_THRESHOLD_=" + std::to_string(kMmapThreshold) +
+  const std::string kept_env = kept ? "MALLOC_MMAP_MAX_=" + std::to_string(kMmapMax) +
                                           " MALLOC_TRIM_THRESHOLD_=" + std::to_string(kTrimThreshold) + " "
                                     : std::string();
   return kept_env + "THP_MEM_ALLOC_ENABLE=" + (large_tensors_on_huge_pages() ? "1" : "0");

@@ -9,14 +9,19 @@ namespace kiln::heap {
 /// glibc's malloc serves requests above its mmap threshold (128 KiB at first, raised
 /// dynamically to at most 32 MiB) with a fresh mmap, unmapped again on free, and
 /// returns the heap's free top to the kernel above its trim threshold. A training
-/// step allocates and frees the same tensors every time: measured on the 2-core
-/// machine, the ConvNet's bf16 step went from 38–44 ms to 29–31 ms and the GPT's
-/// from 148 to 122 ms when glibc keeps them (mmap threshold 32 MiB, glibc's maximum;
-/// trim threshold 1 GiB) — page faults and page zeroing were a tenth of the step.
-/// Sets that policy with mallopt (kiln's main does, before the first tensor); a user's own
-/// MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ (glibc's environment) wins, and
-/// nothing is changed then. The cost: the process keeps its peak heap (up to the
-/// trim threshold above it) instead of shrinking between steps.
+/// step allocates and frees the same tensors every time, so each step faulted in and
+/// the kernel zeroed fresh pages for them: measured on the 2-core machine, the
+/// ConvNet's bf16 step went from 38–44 ms to 29–31 ms and the GPT's from 148 to 122 ms
+/// when glibc kept them, and a relu over 2^24 floats (a 64 MiB output, above any mmap
+/// threshold glibc accepts) ran at 0.64 of a copy's bandwidth on fresh pages and 1.0
+/// on reused ones (docs/performance.md). Sets that policy with mallopt (kiln's main
+/// does, before the first tensor): no block on an mmap of its own (M_MMAP_MAX 0), trim
+/// threshold 1 GiB. A user's own MALLOC_MMAP_MAX_, MALLOC_MMAP_THRESHOLD_ or
+/// MALLOC_TRIM_THRESHOLD_ (glibc's environment) wins, and nothing is changed then.
+/// The cost: the process keeps its peak heap (up to the trim threshold above it)
+/// instead of shrinking between steps. A block larger than a worker thread's arena
+/// (64 MiB) that such a thread allocates still gets an mmap of its own (glibc's last
+/// resort); the main thread's (the ops' outputs) come from the heap.
 /// Example: kiln::heap::keep_freed_memory();
 void keep_freed_memory();
 
@@ -45,7 +50,7 @@ inline void set_training_policy() {
 }
 
 /// The environment that gives another process the same policy (a Python twin in a
-/// benchmark), for a shell command's prefix: "MALLOC_MMAP_THRESHOLD_=… MALLOC_TRIM_THRESHOLD_=…"
+/// benchmark), for a shell command's prefix: "MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=…"
 /// when keep_freed_memory() set them, and THP_MEM_ALLOC_ENABLE=1 or 0 as ATen has it here.
 std::string policy_environment();
 

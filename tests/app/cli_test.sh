@@ -65,6 +65,15 @@ THP_MEM_ALLOC_ENABLE=0 "$kiln" train configs/tiny.toml --run-dir "$tmp/thp0" --s
 checks=$((checks + 1))
 grep -q "CPU tensors on the system's default pages (THP_MEM_ALLOC_ENABLE=0)" "$tmp/thp0/train.log" \
   || { failures=$((failures + 1)); echo "FAIL: THP_MEM_ALLOC_ENABLE=0 was not kept"; }
+# --heap-env: the environment that gives another process the policy (the twins').
+checks=$((checks + 1))
+heap_env="$("$kiln" --heap-env)"
+[[ "$heap_env" == "MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 THP_MEM_ALLOC_ENABLE=1" ]] \
+  || { failures=$((failures + 1)); echo "FAIL: kiln --heap-env printed '$heap_env'"; }
+checks=$((checks + 1))
+heap_env="$(MALLOC_MMAP_MAX_=4 THP_MEM_ALLOC_ENABLE=0 "$kiln" --heap-env)"
+[[ "$heap_env" == "THP_MEM_ALLOC_ENABLE=0" ]] \
+  || { failures=$((failures + 1)); echo "FAIL: with the user's MALLOC_MMAP_MAX_, kiln --heap-env printed '$heap_env'"; }
 
 # Export from the run (its newest checkpoint, step 32) in each format; Python's own
 # readers (the torch venv's, KILN_TEST_PYTHON, when there) give back the checkpoint's

@@ -9,23 +9,32 @@
 #include "util/heap.h"
 
 TEST_CASE("keep_freed_memory sets glibc's thresholds unless the environment chose", "[util][heap]") {
-  ::setenv("MALLOC_TRIM_THRESHOLD_", "1000000", 1);
-  kiln::heap::keep_freed_memory();
-  REQUIRE_THAT(kiln::heap::policy(), Catch::Contains("from MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_"));
-  ::unsetenv("MALLOC_TRIM_THRESHOLD_");
+  for (const char* name : {"MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_"}) {
+    ::setenv(name, "1000000", 1);
+    kiln::heap::keep_freed_memory();
+    CHECK_THAT(kiln::heap::policy(), Catch::Contains("policy from MALLOC_MMAP_MAX_ / MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_"));
+    ::unsetenv(name);
+  }
   kiln::heap::keep_freed_memory();
 #if defined(__SANITIZE_ADDRESS__)
   REQUIRE_THAT(kiln::heap::policy(), Catch::Contains("AddressSanitizer's allocator"));
   return;  // glibc's heap is not the one in use
 #endif
   REQUIRE_THAT(kiln::heap::policy(), Catch::Contains("freed memory kept for reuse"));
-  // A 30 MiB block (over glibc's initial 128 KiB mmap threshold) now comes from the
-  // heap, not from an mmap of its own (mallinfo2's hblkhd counts those).
-  const size_t mapped = mallinfo2().hblkhd;
-  void* block = std::malloc(30 << 20);
-  REQUIRE(block != nullptr);
-  CHECK(mallinfo2().hblkhd == mapped);
-  std::free(block);
+  // Blocks of 30 MiB (over glibc's initial 128 KiB mmap threshold) and 96 MiB (over
+  // the largest threshold glibc takes, 32 MiB) now come from the heap, not from an
+  // mmap of their own (mallinfo2's hblkhd counts those), and a freed one serves the
+  // next request of its size.
+  for (const size_t bytes : {size_t{30} << 20, size_t{96} << 20}) {
+    const size_t mapped = mallinfo2().hblkhd;
+    void* block = std::malloc(bytes);
+    REQUIRE(block != nullptr);
+    CHECK(mallinfo2().hblkhd == mapped);
+    std::free(block);
+    void* again = std::malloc(bytes);
+    CHECK(again == block);
+    std::free(again);
+  }
 }
 
 TEST_CASE("huge_pages_for_large_tensors sets PyTorch's switch unless the environment chose", "[util][heap]") {
@@ -48,7 +57,8 @@ TEST_CASE("huge_pages_for_large_tensors sets PyTorch's switch unless the environ
   if (before) ::setenv("THP_MEM_ALLOC_ENABLE", saved.c_str(), 1); else ::unsetenv("THP_MEM_ALLOC_ENABLE");
 }
 
-TEST_CASE("policy_environment gives a child the thresholds keep_freed_memory set", "[util][heap]") {
+TEST_CASE("policy_environment gives a child the settings keep_freed_memory made", "[util][heap]") {
+  ::unsetenv("MALLOC_MMAP_MAX_");
   ::unsetenv("MALLOC_MMAP_THRESHOLD_");
   ::unsetenv("MALLOC_TRIM_THRESHOLD_");
   kiln::heap::keep_freed_memory();
@@ -56,6 +66,6 @@ TEST_CASE("policy_environment gives a child the thresholds keep_freed_memory set
   CHECK_THAT(kiln::heap::policy_environment(), !Catch::Contains("MALLOC_"));
 #else
   CHECK_THAT(kiln::heap::policy_environment(),
-             Catch::StartsWith("MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 THP_MEM_ALLOC_ENABLE="));
+             Catch::StartsWith("MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 THP_MEM_ALLOC_ENABLE="));
 #endif
 }
