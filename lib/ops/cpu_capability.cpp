@@ -4,8 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <unistd.h>
-
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -66,17 +64,6 @@ bool cpu_has_bf16_matmul() {
 #else
   return false;
 #endif
-}
-
-long l2_cache_bytes() {
-  static const long bytes = [] {
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (l2 > 0) return l2;
-#endif
-    return 1L << 20;
-  }();
-  return bytes;
 }
 
 }  // namespace kiln::ops

@@ -19,10 +19,6 @@ std::string to_string(CpuCapability c);
 /// ran about 50× slower than fp32's on an AVX2-only EPYC (docs/performance.md).
 bool cpu_has_bf16_matmul();
 
-/// The size of one core's L2 cache in bytes, as the system reports it (1 MiB where it
-/// does not): the streaming kernels prefetch only past it (cpu_vec.h, streamed()).
-long l2_cache_bytes();
-
 }  // namespace kiln::ops
 
 // Declares a kernel built once per capability and `NAME_impl()`, which returns the

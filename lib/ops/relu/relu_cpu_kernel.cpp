@@ -1,7 +1,6 @@
 // Vectorised CPU relu on raw pointers; compiled once per CPU capability
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
 #include "../cpu_dtype.h"
-#include "../cpu_vec.h"
 #include "relu_kernel.h"
 
 #include <ATen/cpu/vec/functional.h>
@@ -14,21 +13,17 @@ namespace {
 // computation happens in float), and native vectors for float and double.
 template <typename T>
 void forward(const T* x, T* y, int64_t n) {
-  streamed(n, y, {x}, [&](int64_t b, int64_t e) {
-    at::vec::map([](auto v) { return at::vec::clamp_min(v, decltype(v)(0)); }, y + b, x + b, e - b);
-  });
+  at::vec::map([](auto v) { return at::vec::clamp_min(v, decltype(v)(0)); }, y, x, n);
 }
 
 template <typename T>
 void backward(const T* grad, const T* y, T* grad_x, int64_t n) {
-  streamed(n, grad_x, {grad, y}, [&](int64_t b, int64_t e) {
-    at::vec::map2(
-        [](auto g, auto out) {
-          using V = decltype(g);
-          return V::blendv(V(0), g, out > V(0));
-        },
-        grad_x + b, grad + b, y + b, e - b);
-  });
+  at::vec::map2(
+      [](auto g, auto out) {
+        using V = decltype(g);
+        return V::blendv(V(0), g, out > V(0));
+      },
+      grad_x, grad, y, n);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // Vectorised CPU scaled_add on raw pointers; compiled once per CPU capability
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
 #include "../cpu_dtype.h"
-#include "../cpu_vec.h"
 #include "scaled_add_kernel.h"
 
 #include <ATen/OpMathType.h>
@@ -21,18 +20,13 @@ using OpVec = at::vec::Vectorized<at::opmath_type<T>>;
 template <typename T>
 void forward(const T* x, const T* y, T* out, int64_t n, double alpha) {
   using V = OpVec<T>;
-  streamed(n, out, {x, y}, [&](int64_t b, int64_t e) {
-    at::vec::map2([alpha](V xv, V yv) { return at::vec::fmadd(V(alpha), xv, yv); }, out + b, x + b,
-                  y + b, e - b);
-  });
+  at::vec::map2([alpha](V xv, V yv) { return at::vec::fmadd(V(alpha), xv, yv); }, out, x, y, n);
 }
 
 template <typename T>
 void scale(const T* grad, T* out, int64_t n, double alpha) {
   using V = OpVec<T>;
-  streamed(n, out, {grad}, [&](int64_t b, int64_t e) {
-    at::vec::map([alpha](V g) { return V(alpha) * g; }, out + b, grad + b, e - b);
-  });
+  at::vec::map([alpha](V g) { return V(alpha) * g; }, out, grad, n);
 }
 
 }  // namespace
