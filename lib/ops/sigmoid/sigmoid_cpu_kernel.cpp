@@ -16,8 +16,9 @@ namespace {
 template <typename V>
 V stable_sigmoid(V z) {
   const V one(1);
-  const V e = z.abs().neg().exp();
-  return V::blendv(one, e, z < V(0)) / (one + e);
+  const V e = z.abs().neg().exp_u20();
+  const V s = V::blendv(one, e, z < V(0)) / (one + e);
+  return V::blendv(s, z, z != z);  // exp_u20 clamps NaN to a finite value
 }
 
 // The lambdas take Vectorized<opmath> explicitly: at::vec::map then converts half
