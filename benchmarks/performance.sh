@@ -12,7 +12,8 @@
 #   ops       kiln_bench_ops at 2^24 float32, 1 and 2 threads: ratio to ATen, GB/s and
 #             the fraction of a STREAM copy in the same run
 #   optim     kiln_bench_optim, 10M parameters: AdamW, Lion, SGD, Muon steps
-#   thp       benchmarks/allocator_policy.sh 24: ATen with and without huge pages
+#   heap      benchmarks/allocator_policy.sh 24: the ops under three heap policies (small
+#             pages, a fresh mmap per large output, kiln's default)
 #   train     kiln_bench_train fp32 and bf16 (bf16 only on a CPU with bf16 instructions)
 #             at batch 128 and 32 against the Python twin
 #   default   the default run (configs/fashion_mlp.toml) with THP_MEM_ALLOC_ENABLE=1
@@ -38,7 +39,7 @@ if ((quick)); then
   ops_rounds=2 optim_rounds=2 train=(--steps 20 --warmup 10 --rounds 1) thp_rounds=2 default_rounds=1
   default_set=(--set train.epochs=1)
 else
-  ops_rounds=11 optim_rounds=9 train=(--steps 200 --warmup 50 --rounds 3) thp_rounds=15 default_rounds=3
+  ops_rounds=11 optim_rounds=9 train=(--steps 200 --warmup 50 --rounds 3) thp_rounds=9 default_rounds=3
   default_set=()
 fi
 run() {  # NAME COMMAND...: prints and keeps its output
@@ -57,7 +58,7 @@ run() {  # NAME COMMAND...: prints and keeps its output
 
 run ops "$bin/kiln_bench_ops" --sizes 24 --threads 1,2 --rounds "$ops_rounds" --json "$out/ops.json"
 run optim "$bin/kiln_bench_optim" --threads 1,2 --rounds "$optim_rounds" --json "$out/optim.json"
-run thp "$root/benchmarks/allocator_policy.sh" 24 "$thp_rounds"
+run heap "$root/benchmarks/allocator_policy.sh" 24 "$thp_rounds"
 run train_fp32 "$bin/kiln_bench_train" --precision fp32 "${train[@]}" --json "$out/train_fp32.json"
 # bf16 only where the CPU multiplies bf16 in hardware: elsewhere ATen emulates it and
 # one round takes many minutes (docs/performance.md), which says nothing about kiln.
