@@ -644,6 +644,9 @@ TrainResult Run::run() {
     if (!spec_.resume_checkpoint.empty()) tb_->restart(pos_.step + 1);
     memory_lines_.emplace((fs::path(spec_.run_dir) / "memory.jsonl").string());
   }
+  // What setup freed (a data set's decoding buffers) goes back to the kernel; from here
+  // on the heap keeps what a step frees for the next one (util/heap.h).
+  heap::release_free_memory();
   start_ = window_start_ = Clock::now();
   module_->train();
 

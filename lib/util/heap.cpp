@@ -1,5 +1,6 @@
 // keep_freed_memory(): two mallopt calls, unless the environment already chose;
-// huge_pages_for_large_tensors(): PyTorch's THP_MEM_ALLOC_ENABLE, unless it chose.
+// huge_pages_for_large_tensors(): PyTorch's THP_MEM_ALLOC_ENABLE, unless it chose;
+// release_free_memory(): malloc_trim.
 #include "util/heap.h"
 
 #include <c10/core/impl/alloc_cpu.h>
@@ -37,6 +38,12 @@ void keep_freed_memory() {
   kept = ok;
   state() = ok ? "heap: freed memory kept for reuse (no block on an mmap of its own, trim threshold 1 GiB)"
                : "heap: glibc refused mallopt; its default policy applies";
+}
+
+void release_free_memory() {
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+  malloc_trim(0);
+#endif
 }
 
 void huge_pages_for_large_tensors() {

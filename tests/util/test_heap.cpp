@@ -1,8 +1,11 @@
 // kiln's heap policy (util/heap.h): set by kiln's main with mallopt, unless glibc's
 // own environment variables chose one; policy() says which for the run's log.
 #include <malloc.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "support.h"
@@ -68,4 +71,41 @@ TEST_CASE("policy_environment gives a child the settings keep_freed_memory made"
   CHECK_THAT(kiln::heap::policy_environment(),
              Catch::StartsWith("MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824 THP_MEM_ALLOC_ENABLE="));
 #endif
+}
+
+namespace {
+// This process's resident bytes (/proc/self/statm's second field, in pages).
+long resident_bytes() {
+  long size = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &size, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * sysconf(_SC_PAGESIZE);
+}
+}  // namespace
+
+TEST_CASE("release_free_memory gives the heap's free pages back, not only its top", "[util][heap]") {
+#if defined(__SANITIZE_ADDRESS__)
+  return;  // AddressSanitizer's allocator, not glibc's heap
+#endif
+  ::unsetenv("MALLOC_MMAP_MAX_");
+  ::unsetenv("MALLOC_MMAP_THRESHOLD_");
+  ::unsetenv("MALLOC_TRIM_THRESHOLD_");
+  kiln::heap::keep_freed_memory();
+  // 64 MiB written, then a block above it, so that freeing it leaves a hole in the
+  // middle of the heap that glibc's own trimming (of the top) never returns.
+  constexpr size_t kBytes = size_t{64} << 20;
+  auto* block = static_cast<char*>(std::malloc(kBytes));
+  REQUIRE(block != nullptr);
+  std::memset(block, 1, kBytes);
+  void* above = std::malloc(4096);
+  REQUIRE(above != nullptr);
+  std::free(block);
+  const long kept = resident_bytes();
+  kiln::heap::release_free_memory();
+  const long released = kept - resident_bytes();
+  INFO("resident before " << kept << " bytes, returned " << released);
+  CHECK(released > static_cast<long>(kBytes) * 9 / 10);
+  std::free(above);
 }
