@@ -35,31 +35,37 @@ inline void check_tensor_lists(const char* op, std::initializer_list<TensorListA
   const auto& params = lists.begin()[0];
   const size_t n = params.tensors.size();
   bool one_length = true;
-  std::string lengths;
-  for (size_t k = 0; k < lists.size(); ++k) {
-    const auto& l = lists.begin()[k];
-    one_length = one_length && l.tensors.size() == n;
-    lengths += c10::str(k == 0 ? "" : k + 1 == lists.size() ? " and " : ", ", l.tensors.size(), " ",
-                        l.name);
+  for (const auto& l : lists) one_length = one_length && l.tensors.size() == n;
+  if (!one_length) {
+    std::string lengths;
+    for (size_t k = 0; k < lists.size(); ++k) {
+      const auto& l = lists.begin()[k];
+      lengths += c10::str(k == 0 ? "" : k + 1 == lists.size() ? " and " : ", ", l.tensors.size(), " ",
+                          l.name);
+    }
+    TORCH_CHECK(false, op, ": expected lists of one length, got ", lengths);
   }
-  TORCH_CHECK(one_length, op, ": expected lists of one length, got ", lengths);
   if (n == 0) return;
   const at::Tensor& first = params.tensors[0];
   check_floating(op, c10::str(params.name, "[0]"), first);
+  // The names ("grads[7]") are formatted only for a message: formatting them for every
+  // tensor cost 2 µs a tensor, twice ATen's whole per-tensor cost in _fused_adamw_.
   for (size_t i = 0; i < n; ++i) {
     const at::Tensor& p = params.tensors[i];
-    const auto p_name = c10::str(params.name, "[", i, "]");
-    TORCH_CHECK(p.defined() && p.layout() == at::kStrided, op, ": ", p_name, ": expected a dense tensor");
-    TORCH_CHECK(p.scalar_type() == first.scalar_type(), op, ": ", p_name, ": expected dtype ",
-                first.scalar_type(), " (every tensor of one call shares the dtype of ", params.name,
-                "[0]), got ", p.scalar_type());
-    TORCH_CHECK(p.device() == first.device(), op, ": ", p_name, ": expected device ", first.device(),
-                " (the device of ", params.name, "[0]), got ", p.device());
+    TORCH_CHECK(p.defined() && p.layout() == at::kStrided, op, ": ", params.name, "[", i,
+                "]: expected a dense tensor");
+    TORCH_CHECK(p.scalar_type() == first.scalar_type(), op, ": ", params.name, "[", i,
+                "]: expected dtype ", first.scalar_type(), " (every tensor of one call shares the dtype of ",
+                params.name, "[0]), got ", p.scalar_type());
+    TORCH_CHECK(p.device() == first.device(), op, ": ", params.name, "[", i, "]: expected device ",
+                first.device(), " (the device of ", params.name, "[0]), got ", p.device());
     for (auto l = lists.begin() + 1; l != lists.end(); ++l) {
-      const auto name = c10::str(l->name, "[", i, "]");
-      check_like(op, p_name, p, name, l->tensors[i]);
-      TORCH_CHECK(l->tensors[i].layout() == at::kStrided, op, ": ", name,
-                  ": expected a dense tensor, got layout ", l->tensors[i].layout());
+      const at::Tensor& x = l->tensors[i];
+      const bool like = x.defined() && x.sizes() == p.sizes() && x.scalar_type() == p.scalar_type() &&
+                        x.device() == p.device();
+      if (!like) check_like(op, c10::str(params.name, "[", i, "]"), p, c10::str(l->name, "[", i, "]"), x);
+      TORCH_CHECK(x.layout() == at::kStrided, op, ": ", l->name, "[", i,
+                  "]: expected a dense tensor, got layout ", x.layout());
     }
   }
 }
