@@ -1,10 +1,12 @@
-// Huge-page advice for large CPU outputs. A fresh output of tens of MiB comes from
-// mmap (glibc serves big allocations that way and unmaps them on free), so each
-// call of an op pays one page fault per 4 KiB page it writes, and with the system's
-// transparent huge pages set to "madvise" (Debian's default) nothing changes that
-// unless the memory is advised. PyTorch has the same switch for its whole CPU
-// allocator (THP_MEM_ALLOC_ENABLE=1), which kiln's main turns on (util/heap.h); with
-// it off (THP_MEM_ALLOC_ENABLE=0), kiln still applies it to the outputs of its own ops.
+// Huge-page advice for large CPU outputs. Under glibc's default policy a fresh
+// output of tens of MiB comes from mmap (glibc serves big allocations that way and
+// unmaps them on free; kiln's main turns that off, util/heap.h, but a program that
+// links libkiln may not), so each call of an op pays one page fault per 4 KiB page it
+// writes, and with the system's transparent huge pages set to "madvise" (Debian's
+// default) nothing changes that unless the memory is advised. PyTorch has the same
+// switch for its whole CPU allocator (THP_MEM_ALLOC_ENABLE=1), which kiln's main
+// turns on (util/heap.h); with it off (THP_MEM_ALLOC_ENABLE=0), kiln still applies it
+// to the outputs of its own ops.
 #include "ops/cpu_memory.h"
 
 #include "util/heap.h"
