@@ -1,20 +1,25 @@
 // kiln_bench_train: kiln's training step against its Python twin, side by side.
 //
 // For each batch size, ROUNDS rounds of: kiln trains the config in this process (the
-// library loop `kiln train` runs, with no console) for WARMUP + STEPS steps, timed
-// from the step after the warm-up by the loop's own step reports; then the Python
-// twin (benchmarks/twins/mlp_twin.py, run by the torch wheel's Python: the same
-// libtorch and thread count) runs the same steps; then a GEMM of 2048³ in the run's
-// precision measures the machine's peak. The sides alternate so that machine noise
-// hits both. Printed per batch size: the median ms/step of each side, their ratio
-// (kiln steps/s ÷ Python steps/s, > 1: kiln is faster) with its quartiles over the
-// rounds, and each side's reached GFLOP/s against the GEMM peak. Both sides run under
-// kiln's heap policy (util/heap.h: freed memory kept, large tensors on huge pages).
+// library loop `kiln train` runs, with no console) for WARMUP + STEPS steps, each
+// timed after the warm-up by the loop's own step reports; then the step's floor: its
+// matrix products and kiln's fused AdamW alone, back to back, on tensors of the
+// model's shapes; then the Python twin (benchmarks/twins/mlp_twin.py, run by the torch
+// wheel's Python: the same libtorch and thread count) runs the same steps and prints
+// each one's time; then a GEMM of 2048³ in the run's precision measures the machine's
+// peak. The sides alternate so that machine noise hits both, each after the same
+// idle pause (--rest); many short rounds beat a few long ones on a shared machine. Printed per batch size and per statistic of the
+// step times (mean, median, tenth percentile: this machine's neighbours slow it for
+// seconds at a time and only ever add time): each side's ms, their ratio (kiln
+// steps/s ÷ Python steps/s, > 1: kiln is faster) taken in each round, its median and
+// quartiles over the rounds, the floor and the ceiling it puts on the ratio (python ÷
+// floor), and the reached GFLOP/s against the GEMM peak. Both sides run under kiln's
+// heap policy (util/heap.h: freed memory kept, large tensors on huge pages).
 //
 //   kiln_bench_train [--config configs/fashion_mlp.toml] [--batches 128,32]
 //                    [--steps 200] [--warmup 50] [--rounds 3] [--threads 2]
 //                    [--precision fp32|bf16] [--compile] [--python PATH] [--json FILE]
-//                    [--set section.key=value ...]
+//                    [--rest 2] [--each] [--set section.key=value ...]
 //
 // The model must be an MLP trained by AdamW (the twin is that model); the steps must
 // end before the epoch does (no evaluation inside the timed window).
@@ -38,6 +43,7 @@
 
 #include "bench_support.h"  // quantile
 #include "config.h"
+#include "ops/ops.h"
 #include "train/trainer.h"
 #include "train_command.h"
 #include "util/error.h"
@@ -55,19 +61,69 @@ struct StepClock : kiln::train::TrainObserver {
   void on_step(const kiln::train::StepReport&) override { at.push_back(Clock::now()); }
 };
 
+// The widths of an MLP's layers, input to output.
+std::vector<int64_t> mlp_widths(const kiln::nn::MlpOptions& m) {
+  std::vector<int64_t> widths{m.in_features()};
+  widths.insert(widths.end(), m.hidden().begin(), m.hidden().end());
+  widths.push_back(m.out_features());
+  return widths;
+}
+
 // FLOPs of one training step of an MLP: forward 2·B·in·out per layer, backward the
 // weight gradient (as much again) and the input gradient for every layer but the
 // first (whose input needs none). Biases, activations and the loss are left out.
 double mlp_step_flops(const kiln::nn::MlpOptions& m, int64_t batch) {
-  std::vector<int64_t> widths{m.in_features()};
-  widths.insert(widths.end(), m.hidden().begin(), m.hidden().end());
-  widths.push_back(m.out_features());
+  const auto widths = mlp_widths(m);
   double flops = 0;
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     const double layer = 2.0 * static_cast<double>(batch * widths[i] * widths[i + 1]);
     flops += (i == 0 ? 2.0 : 3.0) * layer;
   }
   return flops;
+}
+
+// The step's floor: ms per step of nothing but its matrix products (each layer's
+// forward addmm, weight-gradient mm and, but for the first layer, input-gradient mm,
+// with the shapes and transposes kiln::linear gives them, into buffers kept between
+// steps) and kiln's fused AdamW over parameters of the model's shapes, timed over
+// each of `steps` after `warmup`. No step built on these GEMMs and this optimizer is
+// faster, so the twin's ms ÷ this is the highest ratio to the twin such a step can reach.
+std::vector<double> floor_ms(const kiln::nn::MlpOptions& m, int64_t batch, int64_t warmup, int64_t steps,
+                at::ScalarType dtype) {
+  const auto widths = mlp_widths(m);
+  const auto opt = at::TensorOptions().dtype(dtype);
+  std::vector<at::Tensor> act{at::randn({batch, widths[0]}, opt)}, grad_act, ws, bs, params, grads, ms, vs;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    ws.push_back(at::randn({widths[i + 1], widths[i]}, opt) * 0.05);
+    bs.push_back(at::zeros({widths[i + 1]}, opt));
+    act.push_back(at::empty({batch, widths[i + 1]}, opt));
+    grad_act.push_back(at::randn({batch, widths[i]}, opt));
+  }
+  grad_act.push_back(at::randn({batch, widths.back()}, opt));
+  for (size_t i = 0; i < ws.size(); ++i)
+    for (const auto* t : {&ws[i], &bs[i]}) {
+      params.push_back(*t);
+      grads.push_back(at::randn_like(*t) * 1e-3);
+      ms.push_back(at::zeros_like(*t));
+      vs.push_back(at::zeros_like(*t));
+    }
+  int64_t step = 0;
+  const auto one_step = [&] {
+    for (size_t i = 0; i < ws.size(); ++i) at::addmm_out(act[i + 1], bs[i], act[i], ws[i].t());
+    for (size_t i = ws.size(); i-- > 0;) {
+      at::mm_out(grads[2 * i], grad_act[i + 1].t(), act[i]);
+      if (i > 0) at::mm_out(grad_act[i], grad_act[i + 1], ws[i]);
+    }
+    kiln::ops::fused_adamw_(params, grads, ms, vs, 1e-3, 0.9, 0.999, 1e-2, 1e-8, ++step);
+  };
+  for (int64_t i = 0; i < warmup; ++i) one_step();
+  std::vector<double> ms_each;
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    one_step();
+    ms_each.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return ms_each;
 }
 
 // GFLOP/s of an n×n by n×n matrix product in `dtype` with the current threads: the best
@@ -85,8 +141,10 @@ double gemm_peak(at::ScalarType dtype, int64_t n = 2048) {
   return best;
 }
 
-// kiln's ms per step over the steps after the warm-up, in this process.
-double kiln_ms(kiln::train::RunSpec spec, const fs::path& run_dir, int64_t warmup, int64_t steps) {
+// kiln's ms for each step after the warm-up, in this process: the time between a
+// step's report and the one before it.
+std::vector<double> kiln_ms(kiln::train::RunSpec spec, const fs::path& run_dir, int64_t warmup,
+                            int64_t steps) {
   spec.run_dir = run_dir.string();
   StepClock clock;
   kiln::train::train(spec, clock);
@@ -94,8 +152,20 @@ double kiln_ms(kiln::train::RunSpec spec, const fs::path& run_dir, int64_t warmu
   if (static_cast<int64_t>(clock.at.size()) != warmup + steps)
     throw std::runtime_error("kiln ran " + std::to_string(clock.at.size()) + " steps, expected " +
                              std::to_string(warmup + steps));
-  return std::chrono::duration<double, std::milli>(clock.at.back() - clock.at[warmup - 1]).count() /
-         static_cast<double>(steps);
+  std::vector<double> ms_each;
+  for (auto i = static_cast<size_t>(warmup); i < clock.at.size(); ++i)
+    ms_each.push_back(std::chrono::duration<double, std::milli>(clock.at[i] - clock.at[i - 1]).count());
+  return ms_each;
+}
+
+// What a side's step times give: their mean (the steps per second over the whole
+// window), their median (a typical step) and their tenth percentile (the steps the
+// shared machine's neighbours left alone: its noise only ever adds time).
+constexpr std::array<const char*, 3> kStats = {"mean", "median", "p10"};
+std::array<double, 3> step_stats(const std::vector<double>& ms_each) {
+  double sum = 0;
+  for (const double v : ms_each) sum += v;
+  return {sum / static_cast<double>(ms_each.size()), quantile(ms_each, 0.5), quantile(ms_each, 0.1)};
 }
 
 // Runs a command and returns its last line of standard output; throws naming the
@@ -122,6 +192,12 @@ std::string shell_quoted(const std::string& s) {
   std::string out = "'";
   for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+// Each timed step's ms, from the step_ms of the JSON line the twin's command prints.
+std::vector<double> twin_ms(const std::string& command) {
+  auto ms_each = nlohmann::json::parse(last_line_of(command))["step_ms"].get<std::vector<double>>();
+  return ms_each;
 }
 
 // The torch wheel's Python that scripts/setup installs (scripts/versions.sh).
@@ -152,6 +228,8 @@ int main(int argc, char** argv) {
       ("threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))
       ("precision", "fp32 or bf16 (autocast on both sides)", cxxopts::value<std::string>()->default_value("fp32"))
       ("compile", "also time the twin under torch.compile")
+      ("each", "also print every round's medians")
+      ("rest", "idle seconds before each side's run", cxxopts::value<double>()->default_value("2"))
       ("python", "the Python that runs the twin", cxxopts::value<std::string>()->default_value(""))
       ("set", "a config override section.key=value (repeatable)", cxxopts::value<std::vector<std::string>>()->default_value(""))
       ("json", "write the results to FILE", cxxopts::value<std::string>()->default_value(""))
@@ -176,7 +254,15 @@ int main(int argc, char** argv) {
     std::vector<std::string> sets;
     for (const auto& s : args["set"].as<std::vector<std::string>>())
       if (!s.empty()) sets.push_back(s);
-    const bool compile = args.count("compile") > 0;
+    const bool compile = args.count("compile") > 0, each = args.count("each") > 0;
+    const double rest_s = args["rest"].as<double>();
+    if (rest_s < 0) throw kiln::InputError("--rest: expected seconds >= 0, found " + std::to_string(rest_s));
+    // Every side starts its run after the same idle pause. On the 2-core virtual
+    // machine a run that followed the previous side's at full load stalled for 40 ms
+    // every ~100 ms (the host's CPU quota, refilled while the guest idles), which hit
+    // kiln's runs (after the GEMM peak) and not the twin's (after Python's start-up,
+    // one thread for seconds); 3 s of idle before kiln's run took the stalls away.
+    const auto rest = [rest_s] { usleep(static_cast<useconds_t>(rest_s * 1e6)); };
 
     const fs::path tmp = fs::temp_directory_path() / ("kiln_bench_train." + std::to_string(getpid()));
     nlohmann::json rows = nlohmann::json::array();
@@ -185,8 +271,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(warmup), static_cast<long long>(steps), rounds);
     std::printf("%s; the twin runs with %s\n", kiln::heap::policy().c_str(),
                 kiln::heap::policy_environment().c_str());
-    std::printf("%6s %11s %11s %7s %11s %11s %11s %9s %9s\n", "batch", "kiln ms", "python ms", "ratio",
-                "ratio q1-q3", "kiln GF/s", "py GF/s", "peak GF/s", "kiln/peak");
+    std::printf("%6s %7s %9s %9s %6s %11s %9s %8s %8s %9s %8s %8s\n", "batch", "steps", "kiln ms",
+                "python ms", "ratio", "ratio q1-q3", "floor ms", "ceiling", "k/floor", "kiln GF/s", "py GF/s",
+                "k/peak");
+    double best_peak = 0;
     for (const int64_t batch : batches) {
       auto overrides = sets;
       for (const auto& o : {"train.batch_size=" + std::to_string(batch),
@@ -211,40 +299,79 @@ int main(int argc, char** argv) {
                                   " --steps " + std::to_string(steps) + " --warmup " + std::to_string(warmup) +
                                   " --threads " + std::to_string(threads) + " --precision " + precision +
                                   " --hidden " + shell_quoted(hidden) + numbers;
-      std::vector<double> k, p, pc, ratios, peaks;
-      for (int r = 0; r < rounds; ++r) {
-        k.push_back(kiln_ms(spec, tmp / ("run" + std::to_string(r)), warmup, steps));
-        p.push_back(nlohmann::json::parse(last_line_of(command))["ms_per_step"].get<double>());
-        if (compile) pc.push_back(nlohmann::json::parse(last_line_of(command + " --compile"))["ms_per_step"].get<double>());
-        at::set_num_threads(threads);
-        peaks.push_back(gemm_peak(precision == "bf16" ? at::kBFloat16 : at::kFloat));
-        ratios.push_back(p.back() / k.back());
-      }
       // The in-features the data gave the model (784 for Fashion-MNIST): the config's
       // model.mlp is completed by the trainer; the twin's first layer is 784 wide.
       auto mlp = spec.model.mlp;
       mlp.in_features(784).out_features(10);
+      const auto dtype = precision == "bf16" ? at::kBFloat16 : at::kFloat;
+      // Per statistic (kStats), each round's value on each side.
+      std::array<std::vector<double>, 3> k, p, pc, f;
+      std::vector<double> peaks;
+      const auto add = [](std::array<std::vector<double>, 3>& to, const std::vector<double>& ms_each) {
+        const auto st = step_stats(ms_each);
+        for (size_t i = 0; i < st.size(); ++i) to[i].push_back(st[i]);
+      };
+      for (int r = 0; r < rounds; ++r) {
+        rest();
+        add(k, kiln_ms(spec, tmp / ("run" + std::to_string(r)), warmup, steps));
+        rest();
+        at::set_num_threads(threads);
+        add(f, floor_ms(mlp, batch, warmup, steps, dtype));  // next to kiln's, for k/floor
+        rest();
+        add(p, twin_ms(command));
+        if (compile) rest(), add(pc, twin_ms(command + " --compile"));
+        peaks.push_back(gemm_peak(dtype));
+        if (each)
+          std::printf("  batch %lld round %d: median ms kiln %.3f, floor %.3f, python %.3f; ratio %.2f\n",
+                      static_cast<long long>(batch), r + 1, k[1].back(), f[1].back(), p[1].back(),
+                      p[1].back() / k[1].back());
+      }
       const double flops = mlp_step_flops(mlp, batch), peak = *std::max_element(peaks.begin(), peaks.end());
-      const double km = quantile(k, 0.5), pm = quantile(p, 0.5);
-      std::printf("%6lld %11.3f %11.3f %7.2f %5.2f-%5.2f %11.1f %11.1f %9.1f %9.2f\n", static_cast<long long>(batch),
-                  km, pm, pm / km, quantile(ratios, 0.25), quantile(ratios, 0.75), flops / km / 1e6,
-                  flops / pm / 1e6, peak, flops / km / 1e6 / peak);
+      best_peak = std::max(best_peak, peak);
       nlohmann::json row = {{"batch", batch}, {"precision", precision}, {"threads", threads},
-                            {"kiln_ms", km}, {"python_ms", pm}, {"ratio", pm / km},
-                            {"ratio_q1", quantile(ratios, 0.25)}, {"ratio_q3", quantile(ratios, 0.75)},
-                            {"step_gflop", flops / 1e9}, {"kiln_gflops", flops / km / 1e6},
-                            {"python_gflops", flops / pm / 1e6}, {"gemm_peak_gflops", peak}};
-      if (compile) {
-        const double cm = quantile(pc, 0.5);
-        std::printf("%6s %11s %11.3f %7.2f  (torch.compile twin)\n", "", "", cm, cm / km);
-        row["python_compiled_ms"] = cm;
-        row["ratio_compiled"] = cm / km;
+                            {"step_gflop", flops / 1e9}, {"gemm_peak_gflops", peak}};
+      for (size_t si = 0; si < kStats.size(); ++si) {
+        // The ratios are paired within a round (the machine's speed drifts between
+        // rounds), then the median over rounds.
+        std::vector<double> ratios, ceilings, over_floor, compiled;
+        for (int r = 0; r < rounds; ++r) {
+          ratios.push_back(p[si][r] / k[si][r]);
+          ceilings.push_back(p[si][r] / f[si][r]);
+          over_floor.push_back(k[si][r] / f[si][r]);
+          if (compile) compiled.push_back(pc[si][r] / k[si][r]);
+        }
+        const double km = quantile(k[si], 0.5), pm = quantile(p[si], 0.5), fm = quantile(f[si], 0.5);
+        const double ratio = quantile(ratios, 0.5), ceiling = quantile(ceilings, 0.5);
+        std::printf("%6lld %7s %9.3f %9.3f %6.2f %5.2f-%5.2f %9.3f %8.2f %8.2f %9.1f %8.1f %8.2f\n",
+                    static_cast<long long>(batch), kStats[si], km, pm, ratio, quantile(ratios, 0.25),
+                    quantile(ratios, 0.75), fm, ceiling, quantile(over_floor, 0.5), flops / km / 1e6,
+                    flops / pm / 1e6, flops / km / 1e6 / peak);
+        nlohmann::json by = {{"kiln_ms", km}, {"python_ms", pm}, {"ratio", ratio},
+                             {"ratio_q1", quantile(ratios, 0.25)}, {"ratio_q3", quantile(ratios, 0.75)},
+                             {"kiln_gflops", flops / km / 1e6}, {"python_gflops", flops / pm / 1e6},
+                             {"floor_ms", fm}, {"ceiling_ratio", ceiling},
+                             {"kiln_over_floor", quantile(over_floor, 0.5)}};
+        if (compile) {
+          const double cm = quantile(pc[si], 0.5);
+          std::printf("%6s %7s %9s %9.3f %6.2f  (torch.compile twin)\n", "", "", "", cm, quantile(compiled, 0.5));
+          by["python_compiled_ms"] = cm;
+          by["ratio_compiled"] = quantile(compiled, 0.5);
+        }
+        row[kStats[si]] = by;
+        if (si == 0) row.update(by);  // the mean's figures also at the top, as before
       }
       rows.push_back(row);
     }
-    std::printf("ratio = kiln steps/s ÷ Python steps/s (medians; quartiles of the per-round ratios); GF/s "
-                "= the step's matrix-product FLOPs per second; peak = a %s 2048³ GEMM in the same run\n",
-                precision.c_str());
+    std::printf(
+        "steps: which statistic of each side's step times (mean: the whole window's steps/s; median: a "
+        "typical step; p10: the tenth percentile, the steps this machine's neighbours left alone), taken "
+        "per round, then the median over rounds\n"
+        "ratio = kiln steps/s ÷ Python steps/s, taken in each round (median and quartiles over the "
+        "rounds); floor = the same GEMMs and fused AdamW alone, back to back; ceiling = python ms ÷ floor "
+        "ms in each round, the highest ratio a step on these GEMMs can reach; k/floor = kiln ms ÷ floor "
+        "ms; GF/s = the step's matrix-product "
+        "FLOPs per second; k/peak = kiln's against a %s 2048³ GEMM in the same run (best: %.1f GF/s)\n",
+        precision.c_str(), best_peak);
     if (const auto path = args["json"].as<std::string>(); !path.empty()) std::ofstream(path) << rows.dump(1) << '\n';
     return 0;
   } catch (const kiln::InputError& e) {

@@ -15,7 +15,8 @@
 #   heap      benchmarks/allocator_policy.sh 24: the ops under three heap policies (small
 #             pages, a fresh mmap per large output, kiln's default)
 #   train     kiln_bench_train fp32 and bf16 (bf16 only on a CPU with bf16 instructions)
-#             at batch 128 and 32 against the Python twin
+#             at batch 128 and 32 against the Python twin, with the step's floor (its
+#             GEMMs and optimizer alone) and the ceiling it puts on the ratio
 #   default   the default run (configs/fashion_mlp.toml) with THP_MEM_ALLOC_ENABLE=1
 #             (kiln's default) and =0, alternated: wall time and accuracy
 set -euo pipefail
@@ -36,10 +37,10 @@ for b in kiln kiln_bench_ops kiln_bench_optim kiln_bench_train; do
 done
 mkdir -p "$out"
 if ((quick)); then
-  ops_rounds=2 optim_rounds=2 train=(--steps 20 --warmup 10 --rounds 1) thp_rounds=2 default_rounds=1
+  ops_rounds=2 optim_rounds=2 train=(--steps 20 --warmup 10 --rounds 1 --rest 0) thp_rounds=2 default_rounds=1
   default_set=(--set train.epochs=1)
 else
-  ops_rounds=11 optim_rounds=9 train=(--steps 200 --warmup 50 --rounds 3) thp_rounds=9 default_rounds=3
+  ops_rounds=11 optim_rounds=9 train=(--steps 200 --warmup 30 --rounds 7) thp_rounds=9 default_rounds=3
   default_set=()
 fi
 run() {  # NAME COMMAND...: prints and keeps its output

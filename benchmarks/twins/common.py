@@ -72,21 +72,26 @@ def print_shapes(model):
 
 
 def time_steps(step, args):
-    """Runs step() args.warmup times untimed, then args.steps times timed; returns
-    milliseconds per timed step. step() must do all a kiln training step does: fetch
+    """Runs step() args.warmup times untimed, then args.steps times, each timed; returns
+    each timed step's milliseconds. step() must do all a kiln training step does: fetch
     the batch, zero_grad, forward, loss, backward, (clip), optimizer and schedule step."""
     for _ in range(args.warmup):
         step()
-    start = time.perf_counter()
+    step_ms = []
     for _ in range(args.steps):
+        start = time.perf_counter()
         step()
-    return (time.perf_counter() - start) * 1000.0 / args.steps
+        step_ms.append((time.perf_counter() - start) * 1000.0)
+    return step_ms
 
 
-def report(model_name, args, ms, parameters, tokens_per_step=None, extra=None):
+def report(model_name, args, step_ms, parameters, tokens_per_step=None, extra=None):
+    """Prints the run's JSON line: ms_per_step (the mean of step_ms: the window's steps
+    per second) and every step's ms (kiln_bench_train takes its own statistics of them)."""
+    ms = sum(step_ms) / len(step_ms)
     line = {"model": model_name, "batch_size": args.batch_size, "steps": args.steps, "warmup": args.warmup,
             "threads": torch.get_num_threads(), "precision": args.precision, "parameters": parameters, "torch": torch.__version__,
-            "ms_per_step": ms, "steps_per_s": 1000.0 / ms}
+            "ms_per_step": ms, "steps_per_s": 1000.0 / ms, "step_ms": [round(v, 4) for v in step_ms]}
     if tokens_per_step is not None:
         line["tokens_per_s"] = tokens_per_step * 1000.0 / ms
     line.update(extra or {})

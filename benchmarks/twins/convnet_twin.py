@@ -82,8 +82,8 @@ def main():
         optimizer.step()
         schedule.step()
 
-    ms = common.time_steps(step, args)
-    common.report("convnet", args, ms, sum(p.numel() for p in model.parameters()))
+    step_ms = common.time_steps(step, args)
+    common.report("convnet", args, step_ms, sum(p.numel() for p in model.parameters()))
 
 
 if __name__ == "__main__":

@@ -104,8 +104,8 @@ def main():
         optimizer.step()
         schedule.step()
 
-    ms = common.time_steps(step, args)
-    common.report("gpt", args, ms, sum(p.numel() for p in model.parameters()),
+    step_ms = common.time_steps(step, args)
+    common.report("gpt", args, step_ms, sum(p.numel() for p in model.parameters()),
                   tokens_per_step=args.batch_size * BLOCK_SIZE)
 
 

@@ -67,8 +67,8 @@ def main():
             state["logged"].append((state["step"], loss.item(), norm.item()))
         optimizer.step()
 
-    ms = common.time_steps(step, args)
-    common.report("mlp", args, ms, sum(p.numel() for p in model.parameters()),
+    step_ms = common.time_steps(step, args)
+    common.report("mlp", args, step_ms, sum(p.numel() for p in model.parameters()),
                   extra={"compile": args.compile, "last_logged": state["logged"][-1] if state["logged"] else None})
 
 
