@@ -8,13 +8,14 @@
 // wheel's Python: the same libtorch and thread count) runs the same steps and prints
 // each one's time; then a GEMM of 2048³ in the run's precision measures the machine's
 // peak. The sides alternate so that machine noise hits both, each after the same
-// idle pause (--rest); many short rounds beat a few long ones on a shared machine. Printed per batch size and per statistic of the
-// step times (mean, median, tenth percentile: this machine's neighbours slow it for
-// seconds at a time and only ever add time): each side's ms, their ratio (kiln
-// steps/s ÷ Python steps/s, > 1: kiln is faster) taken in each round, its median and
-// quartiles over the rounds, the floor and the ceiling it puts on the ratio (python ÷
-// floor), and the reached GFLOP/s against the GEMM peak. Both sides run under kiln's
-// heap policy (util/heap.h: freed memory kept, large tensors on huge pages).
+// idle pause (--rest); many short rounds beat a few long ones on a shared machine.
+// Printed per batch size and per statistic of the step times (mean, median, tenth
+// percentile: this machine's neighbours slow it for seconds at a time and only ever
+// add time): each side's ms, their ratio (kiln steps/s ÷ Python steps/s, > 1: kiln is
+// faster) taken in each round, its median and quartiles over the rounds, the floor
+// and the ceiling it puts on the ratio (python ÷ floor), and the reached GFLOP/s
+// against the GEMM peak. Both sides run under kiln's heap policy (util/heap.h: freed
+// memory kept, large tensors on huge pages).
 //
 //   kiln_bench_train [--config configs/fashion_mlp.toml] [--batches 128,32]
 //                    [--steps 200] [--warmup 50] [--rounds 3] [--threads 2]
@@ -84,34 +85,40 @@ double mlp_step_flops(const kiln::nn::MlpOptions& m, int64_t batch) {
 
 // The step's floor: ms per step of nothing but its matrix products (each layer's
 // forward addmm, weight-gradient mm and, but for the first layer, input-gradient mm,
-// with the shapes and transposes kiln::linear gives them, into buffers kept between
-// steps) and kiln's fused AdamW over parameters of the model's shapes, timed over
-// each of `steps` after `warmup`. No step built on these GEMMs and this optimizer is
-// faster, so the twin's ms ÷ this is the highest ratio to the twin such a step can reach.
-std::vector<double> floor_ms(const kiln::nn::MlpOptions& m, int64_t batch, int64_t warmup, int64_t steps,
-                at::ScalarType dtype) {
+// with the shapes and transposes kiln::linear gives them, in `dtype`, into buffers
+// kept between steps) and kiln's fused AdamW over float32 parameters of the model's
+// shapes (autocast keeps them in float32), timed for each of `steps` after `warmup`.
+// No step built on these GEMMs and this optimizer is faster, so the twin's ms ÷ this
+// is the highest ratio to the twin such a step can reach.
+std::vector<double> floor_ms(const kiln::nn::MlpOptions& m, int64_t batch, int64_t warmup,
+                             int64_t steps, at::ScalarType dtype) {
   const auto widths = mlp_widths(m);
   const auto opt = at::TensorOptions().dtype(dtype);
-  std::vector<at::Tensor> act{at::randn({batch, widths[0]}, opt)}, grad_act, ws, bs, params, grads, ms, vs;
+  const bool fp32 = dtype == at::kFloat;
+  std::vector<at::Tensor> act{at::randn({batch, widths[0]}, opt)}, grad_act, ws, bs, dws;
+  std::vector<at::Tensor> params, grads, ms, vs;  // the optimizer's, float32
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    ws.push_back(at::randn({widths[i + 1], widths[i]}, opt) * 0.05);
-    bs.push_back(at::zeros({widths[i + 1]}, opt));
+    const std::vector<int64_t> weight{widths[i + 1], widths[i]}, bias{widths[i + 1]};
+    for (const auto* shape : {&weight, &bias}) {
+      params.push_back(at::randn(*shape) * 0.05);
+      grads.push_back(at::randn(*shape) * 1e-3);
+      ms.push_back(at::zeros(*shape));
+      vs.push_back(at::zeros(*shape));
+    }
+    // In float32 the GEMMs use the parameters and write the gradients the optimizer
+    // reads, as a step does; in bf16 they work on copies of their own.
+    ws.push_back(fp32 ? params[2 * i] : params[2 * i].to(dtype));
+    bs.push_back(fp32 ? params[2 * i + 1] : params[2 * i + 1].to(dtype));
+    dws.push_back(fp32 ? grads[2 * i] : at::empty(weight, opt));
     act.push_back(at::empty({batch, widths[i + 1]}, opt));
     grad_act.push_back(at::randn({batch, widths[i]}, opt));
   }
   grad_act.push_back(at::randn({batch, widths.back()}, opt));
-  for (size_t i = 0; i < ws.size(); ++i)
-    for (const auto* t : {&ws[i], &bs[i]}) {
-      params.push_back(*t);
-      grads.push_back(at::randn_like(*t) * 1e-3);
-      ms.push_back(at::zeros_like(*t));
-      vs.push_back(at::zeros_like(*t));
-    }
   int64_t step = 0;
   const auto one_step = [&] {
     for (size_t i = 0; i < ws.size(); ++i) at::addmm_out(act[i + 1], bs[i], act[i], ws[i].t());
     for (size_t i = ws.size(); i-- > 0;) {
-      at::mm_out(grads[2 * i], grad_act[i + 1].t(), act[i]);
+      at::mm_out(dws[i], grad_act[i + 1].t(), act[i]);
       if (i > 0) at::mm_out(grad_act[i], grad_act[i + 1], ws[i]);
     }
     kiln::ops::fused_adamw_(params, grads, ms, vs, 1e-3, 0.9, 0.999, 1e-2, 1e-8, ++step);
@@ -196,8 +203,7 @@ std::string shell_quoted(const std::string& s) {
 
 // Each timed step's ms, from the step_ms of the JSON line the twin's command prints.
 std::vector<double> twin_ms(const std::string& command) {
-  auto ms_each = nlohmann::json::parse(last_line_of(command))["step_ms"].get<std::vector<double>>();
-  return ms_each;
+  return nlohmann::json::parse(last_line_of(command))["step_ms"].get<std::vector<double>>();
 }
 
 // The torch wheel's Python that scripts/setup installs (scripts/versions.sh).
