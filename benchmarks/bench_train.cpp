@@ -169,6 +169,7 @@ std::vector<double> kiln_ms(kiln::train::RunSpec spec, const fs::path& run_dir, 
 // window), their median (a typical step) and their tenth percentile (the steps the
 // shared machine's neighbours left alone: its noise only ever adds time).
 constexpr std::array<const char*, 3> kStats = {"mean", "median", "p10"};
+constexpr size_t kMedian = 1;  // kStats' index of the median
 std::array<double, 3> step_stats(const std::vector<double>& ms_each) {
   double sum = 0;
   for (const double v : ms_each) sum += v;
@@ -332,8 +333,8 @@ int main(int argc, char** argv) {
         peaks.push_back(gemm_peak(dtype));
         if (each)
           std::printf("  batch %lld round %d: median ms kiln %.3f, floor %.3f, python %.3f; ratio %.2f\n",
-                      static_cast<long long>(batch), r + 1, k[1].back(), f[1].back(), p[1].back(),
-                      p[1].back() / k[1].back());
+                      static_cast<long long>(batch), r + 1, k[kMedian].back(), f[kMedian].back(),
+                      p[kMedian].back(), p[kMedian].back() / k[kMedian].back());
       }
       const double flops = mlp_step_flops(mlp, batch), peak = *std::max_element(peaks.begin(), peaks.end());
       best_peak = std::max(best_peak, peak);
