@@ -1,5 +1,6 @@
 // Detects the CPU's vector capability once and honours KILN_CPU_CAPABILITY.
 #include "cpu_capability.h"
+#include "cpu_bf16.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -50,20 +51,26 @@ std::string to_string(CpuCapability c) {
   }
 }
 
-bool cpu_has_bf16_matmul() {
+CpuBf16Matmul cpu_bf16_matmul() {
 #if defined(__x86_64__) || defined(__i386__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0, nullptr) < 7) return false;
-  __cpuid_count(7, 0, a, b, c, d);
-  const bool amx_bf16 = (d >> 22) & 1;  // CPUID.(7,0):EDX[22]
-  __cpuid_count(7, 1, a, b, c, d);
-  const bool avx512_bf16 = (a >> 5) & 1;  // CPUID.(7,1):EAX[5]
-  return amx_bf16 || avx512_bf16;
+  static const CpuBf16Matmul kind = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return CpuBf16Matmul::kEmulated;
+    __cpuid_count(7, 0, a, b, c, d);
+    const bool amx_bf16 = (d >> 22) & 1;  // CPUID.(7,0):EDX[22]
+    __cpuid_count(7, 1, a, b, c, d);
+    const bool avx512_bf16 = (a >> 5) & 1;  // CPUID.(7,1):EAX[5]
+    if (amx_bf16) return CpuBf16Matmul::kAmx;
+    return avx512_bf16 ? CpuBf16Matmul::kAvx512Bf16 : CpuBf16Matmul::kEmulated;
+  }();
+  return kind;
 #elif defined(__aarch64__)
-  return true;  // ARMv8.6 BF16 is common there; no warning without a reliable probe
+  return CpuBf16Matmul::kAmx;  // ARMv8.6 BF16 is common there; no warning without a reliable probe
 #else
-  return false;
+  return CpuBf16Matmul::kEmulated;
 #endif
 }
+
+bool cpu_has_bf16_matmul() { return cpu_bf16_matmul() != CpuBf16Matmul::kEmulated; }
 
 }  // namespace kiln::ops

@@ -17,6 +17,7 @@
 #include "dist/process_group.h"
 #include "dist/reducer.h"
 #include "nn/depth_sampled.h"
+#include "ops/cpu_bf16.h"
 #include "ops/cpu_capability.h"
 #include "ops/ops.h"
 #include "optim/clip.h"
@@ -630,10 +631,18 @@ TrainResult Run::run() {
     }
     log::info(s.str());
     log::info(heap::policy());
-    if (device_.is_cpu() && plan_.dtype == at::kBFloat16 && !ops::cpu_has_bf16_matmul())
-      log::warn("train.precision = \"bf16\" on a CPU without bf16 matrix instructions (AVX512-BF16 or "
-                "AMX-BF16): its matrix products are emulated, many times slower than fp32's (about 50x "
-                "on an AVX2 EPYC, docs/performance.md); fp32 is faster on this machine");
+    if (device_.is_cpu() && plan_.dtype == at::kBFloat16) {
+      const auto kind = ops::cpu_bf16_matmul();
+      if (kind == ops::CpuBf16Matmul::kEmulated)
+        log::warn("train.precision = \"bf16\" on a CPU without bf16 matrix instructions (AVX512-BF16 or "
+                  "AMX-BF16): its matrix products are emulated, many times slower than fp32's (about 50x "
+                  "on an AVX2 EPYC, docs/performance.md); fp32 is faster on this machine");
+      else if (kind == ops::CpuBf16Matmul::kAvx512Bf16)
+        log::warn("train.precision = \"bf16\" on a CPU with AVX512-BF16 but no AMX-BF16: it does no more "
+                  "bf16 multiply-adds a cycle than fp32 ones, and its bf16 matrix products ran at about "
+                  "half fp32's speed on such a Xeon (the default MLP's step 0.61x, docs/performance.md); "
+                  "fp32 is faster on this machine");
+    }
     observer_.on_start(s.str());
   }
   if (writes_) {

@@ -12,6 +12,7 @@
 
 #include "nn/mlp.h"
 #include "ops/cpu_capability.h"
+#include "ops/cpu_bf16.h"
 #include "ops/ops.h"
 #include "optim/adamw.h"
 #include "support.h"
@@ -390,7 +391,7 @@ TEST_CASE("CUDA: fp16 autocast and a GradScaler whose scale lives on the gradien
   REQUIRE(scaler.state().growth_tracker == 0);
 }
 
-TEST_CASE("cpu_has_bf16_matmul agrees with the kernel's CPU flags, and a bf16 CPU run without them warns",
+TEST_CASE("cpu_bf16_matmul agrees with the kernel's CPU flags, and a bf16 CPU run without AMX warns",
           "[amp][bf16]") {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line, flags;
@@ -402,7 +403,10 @@ TEST_CASE("cpu_has_bf16_matmul agrees with the kernel's CPU flags, and a bf16 CP
   if (flags.empty() || flags.find(" avx2 ") == std::string::npos)
     return (void)kiln::test::skip("not an x86-64 Linux with /proc/cpuinfo flags");
   const bool listed = flags.find(" avx512_bf16 ") != std::string::npos || flags.find(" amx_bf16 ") != std::string::npos;
+  const bool amx = flags.find(" amx_bf16 ") != std::string::npos;
   REQUIRE(kiln::ops::cpu_has_bf16_matmul() == listed);
+  using Kind = kiln::ops::CpuBf16Matmul;
+  REQUIRE(kiln::ops::cpu_bf16_matmul() == (amx ? Kind::kAmx : listed ? Kind::kAvx512Bf16 : Kind::kEmulated));
 
   kiln::test::TempDir dir;
   kiln::train::RunSpec spec;
@@ -417,4 +421,5 @@ TEST_CASE("cpu_has_bf16_matmul agrees with the kernel's CPU flags, and a bf16 CP
   std::ifstream log(dir / "run/train.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   CHECK((text.find("without bf16 matrix instructions") != std::string::npos) == !listed);
+  CHECK((text.find("AVX512-BF16 but no AMX-BF16") != std::string::npos) == (listed && !amx));
 }

@@ -1,0 +1,17 @@
+// How this CPU multiplies bfloat16 matrices, read from CPUID: what a bf16 autocast
+// run on it can expect (docs/performance.md measures both kinds of CPU). Kept out of
+// cpu_capability.h, which every vectorised kernel includes.
+#pragma once
+
+namespace kiln::ops {
+
+enum class CpuBf16Matmul {
+  kEmulated,    // neither AVX512-BF16 nor AMX-BF16: oneDNN emulates bf16, ~50x fp32's time
+  kAvx512Bf16,  // AVX512-BF16 without AMX: no more bf16 FLOPs than fp32's, ~half its speed
+  kAmx,         // AMX-BF16 tiles: several times fp32's FLOPs
+};
+
+/// The kind, once per process. Example: if (cpu_bf16_matmul() == CpuBf16Matmul::kAmx) …
+CpuBf16Matmul cpu_bf16_matmul();
+
+}  // namespace kiln::ops
