@@ -8,10 +8,10 @@ namespace kiln::ops {
 enum class CpuBf16Matmul {
   kEmulated,    // neither AVX512-BF16 nor AMX-BF16: oneDNN emulates bf16, ~50x fp32's time
   kAvx512Bf16,  // AVX512-BF16 without AMX: no more bf16 FLOPs than fp32's, ~half its speed
-  kAmx,         // AMX-BF16 tiles: several times fp32's FLOPs
+  kMatrixUnits, // AMX-BF16 tiles: several times fp32's FLOPs (assumed on aarch64, unprobed)
 };
 
-/// The kind, once per process. Example: if (cpu_bf16_matmul() == CpuBf16Matmul::kAmx) …
+/// The kind, once per process. Example: if (cpu_bf16_matmul() == CpuBf16Matmul::kMatrixUnits) …
 CpuBf16Matmul cpu_bf16_matmul();
 
 }  // namespace kiln::ops

@@ -60,12 +60,12 @@ CpuBf16Matmul cpu_bf16_matmul() {
     const bool amx_bf16 = (d >> 22) & 1;  // CPUID.(7,0):EDX[22]
     __cpuid_count(7, 1, a, b, c, d);
     const bool avx512_bf16 = (a >> 5) & 1;  // CPUID.(7,1):EAX[5]
-    if (amx_bf16) return CpuBf16Matmul::kAmx;
+    if (amx_bf16) return CpuBf16Matmul::kMatrixUnits;
     return avx512_bf16 ? CpuBf16Matmul::kAvx512Bf16 : CpuBf16Matmul::kEmulated;
   }();
   return kind;
 #elif defined(__aarch64__)
-  return CpuBf16Matmul::kAmx;  // ARMv8.6 BF16 is common there; no warning without a reliable probe
+  return CpuBf16Matmul::kMatrixUnits;  // ARMv8.6 BF16 is common there; no warning without a reliable probe
 #else
   return CpuBf16Matmul::kEmulated;
 #endif

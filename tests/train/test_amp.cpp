@@ -402,11 +402,11 @@ TEST_CASE("cpu_bf16_matmul agrees with the kernel's CPU flags, and a bf16 CPU ru
     }
   if (flags.empty() || flags.find(" avx2 ") == std::string::npos)
     return (void)kiln::test::skip("not an x86-64 Linux with /proc/cpuinfo flags");
-  const bool listed = flags.find(" avx512_bf16 ") != std::string::npos || flags.find(" amx_bf16 ") != std::string::npos;
   const bool amx = flags.find(" amx_bf16 ") != std::string::npos;
+  const bool listed = amx || flags.find(" avx512_bf16 ") != std::string::npos;
   REQUIRE(kiln::ops::cpu_has_bf16_matmul() == listed);
   using Kind = kiln::ops::CpuBf16Matmul;
-  REQUIRE(kiln::ops::cpu_bf16_matmul() == (amx ? Kind::kAmx : listed ? Kind::kAvx512Bf16 : Kind::kEmulated));
+  REQUIRE(kiln::ops::cpu_bf16_matmul() == (amx ? Kind::kMatrixUnits : listed ? Kind::kAvx512Bf16 : Kind::kEmulated));
 
   kiln::test::TempDir dir;
   kiln::train::RunSpec spec;
