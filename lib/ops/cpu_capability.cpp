@@ -71,6 +71,4 @@ CpuBf16Matmul cpu_bf16_matmul() {
 #endif
 }
 
-bool cpu_has_bf16_matmul() { return cpu_bf16_matmul() != CpuBf16Matmul::kEmulated; }
-
 }  // namespace kiln::ops

@@ -14,11 +14,6 @@ enum class CpuCapability { kDefault = 0, kAvx2 = 1, kAvx512 = 2 };
 CpuCapability cpu_capability();
 std::string to_string(CpuCapability c);
 
-/// Whether the CPU multiplies bfloat16 matrices in hardware (AVX512-BF16 or AMX-BF16,
-/// as CPUID reports them). Without either, ATen (oneDNN) emulates a bf16 GEMM, which
-/// ran about 50× slower than fp32's on an AVX2-only EPYC (docs/performance.md).
-bool cpu_has_bf16_matmul();
-
 }  // namespace kiln::ops
 
 // Declares a kernel built once per capability and `NAME_impl()`, which returns the

@@ -61,9 +61,7 @@ inline void check_tensor_lists(const char* op, std::initializer_list<TensorListA
                 first.device(), " (the device of ", params.name, "[0]), got ", p.device());
     for (auto l = lists.begin() + 1; l != lists.end(); ++l) {
       const at::Tensor& x = l->tensors[i];
-      const bool like = x.defined() && x.sizes() == p.sizes() && x.scalar_type() == p.scalar_type() &&
-                        x.device() == p.device();
-      if (!like) check_like(op, c10::str(params.name, "[", i, "]"), p, c10::str(l->name, "[", i, "]"), x);
+      if (!is_like(p, x)) check_like(op, c10::str(params.name, "[", i, "]"), p, c10::str(l->name, "[", i, "]"), x);
       TORCH_CHECK(x.layout() == at::kStrided, op, ": ", l->name, "[", i,
                   "]: expected a dense tensor, got layout ", x.layout());
     }

@@ -28,6 +28,14 @@ inline void check_floating(std::string_view op, std::string_view arg, const at::
               s);
 }
 
+/// Whether `b` is defined with the shape, dtype and device of `a`: check_like's test
+/// without its messages, for callers that check many tensors and format names only
+/// for a failure (check_tensor_lists). Example: if (!is_like(p, g)) check_like(…);
+inline bool is_like(const at::Tensor& a, const at::Tensor& b) {
+  return b.defined() && a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         a.device() == b.device();
+}
+
 /// Throws unless `b` has the shape, dtype and device of `a`.
 inline void check_like(std::string_view op, std::string_view a_name, const at::Tensor& a,
                        std::string_view b_name, const at::Tensor& b) {

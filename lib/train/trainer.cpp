@@ -18,7 +18,6 @@
 #include "dist/reducer.h"
 #include "nn/depth_sampled.h"
 #include "ops/cpu_bf16.h"
-#include "ops/cpu_capability.h"
 #include "ops/ops.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
