@@ -15,6 +15,8 @@ Prints, per batch size and in medians of --reps calls after a warm-up:
   order     the GEMMs and the optimizer as one step, the optimizer after the whole
             backward (a step as kiln and PyTorch run it) and per layer inside it
             (each layer updated as soon as its gradient is made);
+  beta      the weight gradients written (beta 0, MKL zeroes the output first) against
+            accumulated into a kept buffer (beta 1);
   pieces    what a fused linear+relu would save: addmm against mm, relu, relu in place,
             relu's backward and the bias gradient's column sum.
 """
@@ -109,6 +111,16 @@ def probe(batch, reps):
         inside.append(median_us(lambda: step(True), reps))
     print(f"batch {batch} order  optimizer after the backward " + " ".join(f"{us / 1e3:.3f}" for us in after)
           + " ms; per layer inside it " + " ".join(f"{us / 1e3:.3f}" for us in inside) + " ms")
+
+    # MKL zeroes a beta-0 output in a pass of its own (sgemm_mscale) before adding into
+    # it; a beta-1 product into a kept, zeroed gradient has no such pass.
+    kept = [torch.zeros_like(d) for d in dweights[:2]]
+    cells = []
+    for i in range(2):
+        cells.append(f"dw{i + 1} {median_us(lambda: weight_grad(i), reps):.0f} against "
+                     f"{median_us(lambda: kept[i].addmm_(gact[i + 1].t(), act[i]), reps):.0f}")
+    print(f"batch {batch} beta   weight gradient into a fresh output (beta 0) against accumulated (beta 1): "
+          + ", ".join(cells) + " µs")
 
     z, g = act[1], gact[1]
     print(f"batch {batch} pieces addmm {median_us(lambda: forward(0), reps):.0f} µs against mm "
