@@ -1,7 +1,7 @@
 """Where the default training step's floor goes: the pieces of the 784-512-256-10 MLP's
 step timed one by one in the torch wheel's Python (the same libtorch, MKL and threads as
-kiln), to tell which levers are worth pulling (docs/performance.md, "The step's floor,
-piece by piece"). Nothing here is kiln's code: it measures the libraries under it.
+kiln), to tell which levers are worth pulling (docs/performance.md, "The EPYC again:
+the step's floor, piece by piece"). Nothing here is kiln's code: it measures the libraries under it.
 
     python benchmarks/step_probe.py --threads 2 --batches 128,32
 
@@ -15,8 +15,8 @@ Prints, per batch size and in medians of --reps calls after a warm-up:
   order     the GEMMs and the optimizer as one step, the optimizer after the whole
             backward (a step as kiln and PyTorch run it) and per layer inside it
             (each layer updated as soon as its gradient is made);
-  beta      the weight gradients written (beta 0, MKL zeroes the output first) against
-            accumulated into a kept buffer (beta 1);
+  beta      the weight gradients written with beta 0 (MKL zeroes the output first)
+            against accumulated with beta 1 into a kept buffer;
   pieces    what a fused linear+relu would save: addmm against mm, relu, relu in place,
             relu's backward and the bias gradient's column sum.
 """
@@ -119,7 +119,7 @@ def probe(batch, reps):
     for i in range(2):
         cells.append(f"dw{i + 1} {median_us(lambda: weight_grad(i), reps):.0f} against "
                      f"{median_us(lambda: kept[i].addmm_(gact[i + 1].t(), act[i]), reps):.0f}")
-    print(f"batch {batch} beta   weight gradient into a fresh output (beta 0) against accumulated (beta 1): "
+    print(f"batch {batch} beta   weight gradient written with beta 0 against accumulated with beta 1: "
           + ", ".join(cells) + " µs")
 
     z, g = act[1], gact[1]

@@ -1,7 +1,7 @@
 /* The default MLP's eight matrix products (784-512-256-10, kiln::linear's shapes and
  * transposes) through a CBLAS library, µs each (mean over REPS calls after 20 warm-up
- * rounds): the figures to set beside benchmarks/step_probe.py's "gemm" line, which
- * times the same products through libtorch (MKL). Built and run by blas_shapes.sh. */
+ * rounds), interleaved as a step issues them. blas_shapes.sh builds it against each
+ * library and times the same calls, the same way, through libtorch (MKL) beside it. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The default MLP's matrix products through Debian's OpenBLAS and BLIS beside
-# libtorch's MKL, same shapes, same threads (docs/performance.md, "The step's floor,
-# piece by piece"): whether another BLAS would lower the floor kiln's step stands on.
+# libtorch's MKL, same shapes, same threads (docs/performance.md, "The EPYC again:
+# the step's floor, piece by piece"): whether another BLAS would lower the floor kiln's step stands on.
 # Needs libopenblas-dev and/or libblis-dev (not kiln dependencies: a probe only).
 #   benchmarks/blas/blas_shapes.sh [THREADS] [BATCHES]     e.g. 2 128,32
 set -euo pipefail
