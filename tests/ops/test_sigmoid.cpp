@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 #include "ops/cpu_capability.h"
 #include "ops/op_support.h"
@@ -53,6 +54,20 @@ at::Tensor points_off_the_clamp() {
   return at::cat({inside, outside}).reshape({4, 6});
 }
 
+// The forward kernel of every CPU capability build this machine can run, by name.
+using ForwardKernel = decltype(&kiln::ops::cpu::base::sigmoid_forward);
+std::vector<std::pair<std::string, ForwardKernel>> forward_builds() {
+  using namespace kiln::ops;
+  std::vector<std::pair<std::string, ForwardKernel>> builds = {{"default", &cpu::base::sigmoid_forward}};
+#if defined(KILN_HAVE_CPU_AVX2)
+  if (cpu_capability() >= CpuCapability::kAvx2) builds.push_back({"avx2", &cpu::avx2::sigmoid_forward});
+#endif
+#if defined(KILN_HAVE_CPU_AVX512)
+  if (cpu_capability() >= CpuCapability::kAvx512) builds.push_back({"avx512", &cpu::avx512::sigmoid_forward});
+#endif
+  return builds;
+}
+
 }  // namespace
 
 TEST_CASE("sigmoid forward matches at::sigmoid(beta·x) for every dtype", "[ops][sigmoid]") {
@@ -94,25 +109,42 @@ TEST_CASE("sigmoid is accurate in the far tails and propagates NaN", "[ops][sigm
 }
 
 TEST_CASE("every compiled CPU capability gives the same sigmoid", "[ops][sigmoid]") {
-  using namespace kiln::ops;
-  std::vector<std::pair<std::string, decltype(&cpu::base::sigmoid_forward)>> builds = {
-      {"default", &cpu::base::sigmoid_forward}};
-#if defined(KILN_HAVE_CPU_AVX2)
-  if (cpu_capability() >= CpuCapability::kAvx2)
-    builds.push_back({"avx2", &cpu::avx2::sigmoid_forward});
-#endif
-#if defined(KILN_HAVE_CPU_AVX512)
-  if (cpu_capability() >= CpuCapability::kAvx512)
-    builds.push_back({"avx512", &cpu::avx512::sigmoid_forward});
-#endif
-  for (const auto& [name, fn] : builds) {
+  for (const auto& [name, fn] : forward_builds()) {
     for (const auto dtype : kFloatingDtypes) {
       INFO("capability " << name << ", dtype " << dtype);
       const auto tol = tolerance_for(dtype);
       const auto x = sample(1037, dtype);
       auto s = at::empty_like(x);
-      fn(kernel_dtype(x), x.const_data_ptr(), s.data_ptr(), x.numel(), 1.5);
+      fn(kiln::ops::kernel_dtype(x), x.const_data_ptr(), s.data_ptr(), x.numel(), 1.5);
       KILN_REQUIRE_CLOSE(s, reference(x, 1.5), tol.rtol, tol.atol);
+    }
+  }
+}
+
+TEST_CASE("sigmoid in float is within 4 ULP of the exact value wherever that is a normal float",
+          "[ops][sigmoid]") {
+  // Every 2^-12 from −110 to 110 (the tails where exp(±z) over- or underflows
+  // included), for each capability build. The betas make beta·x exact in float: any
+  // other rounds z, an error of |z| ULP in s that no kernel can remove.
+  const auto x = at::arange(-110.0, 110.0, 1.0 / 4096, at::kFloat);
+  for (const double beta : {1.0, -2.0}) {
+    const auto exact = reference(x, beta);                      // float64
+    const auto rounded = exact.to(at::kFloat);
+    const auto ulp = (at::nextafter(rounded, at::full_like(rounded, INFINITY)) - rounded).to(at::kDouble);
+    const auto normal = exact >= std::numeric_limits<float>::min();
+    for (const auto& [name, fn] : forward_builds()) {
+      auto s = at::empty_like(x);
+      fn(kiln::ops::DType::kFloat, x.const_data_ptr(), s.data_ptr(), x.numel(), beta);
+      const auto err = (s.to(at::kDouble) - exact).abs();
+      const auto ulps = at::where(normal, err / ulp, at::zeros_like(err));
+      const auto worst = ulps.argmax().item<int64_t>();
+      INFO("capability " << name << ", beta " << beta << ": worst " << ulps[worst].item<double>()
+                         << " ULP at x = " << x[worst].item<float>() << " (kiln " << s[worst].item<float>()
+                         << ", exact " << exact[worst].item<double>() << ")");
+      REQUIRE(ulps[worst].item<double>() <= 4.0);
+      // Below the normal range the result is 0 or a tiny value, never more than FLT_MIN off.
+      REQUIRE(at::where(normal, at::zeros_like(err), err).max().item<double>() <=
+              std::numeric_limits<float>::min());
     }
   }
 }

@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "../cpu_dtype.h"
+#include "../cpu_exp.h"
 #include "../gelu/gelu_math.h"
 #include "bias_gelu_kernel.h"
 
 namespace kiln::ops::cpu::KILN_CPU_NS {
 namespace {
 
-constexpr auto kExp = [](auto v) {
-  return at::vec::minimum(v, decltype(v)(gelu_math::kExpCap)).exp();
-};
+// exp with its argument capped (gelu_math::kExpCap): cpu_exp.h's in float (2 ULP,
+// 1.2-3x faster than Sleef's in gelu), Sleef's 1-ULP exp in double.
+constexpr auto kExp = [](auto v) { return exp_capped(v, gelu_math::kExpCap); };
 
 // y = gelu(x + b) over one row of n opmath values.
 template <typename A>

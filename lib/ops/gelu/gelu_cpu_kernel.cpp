@@ -4,16 +4,16 @@
 #include <ATen/cpu/vec/vec.h>
 
 #include "../cpu_dtype.h"
+#include "../cpu_exp.h"
 #include "gelu_kernel.h"
 #include "gelu_math.h"
 
 namespace kiln::ops::cpu::KILN_CPU_NS {
 namespace {
 
-// Sleef's exp (1 ULP) on whole vectors, its argument capped (gelu_math::kExpCap).
-constexpr auto kExp = [](auto v) {
-  return at::vec::minimum(v, decltype(v)(gelu_math::kExpCap)).exp();
-};
+// exp with its argument capped (gelu_math::kExpCap): cpu_exp.h's in float (2 ULP,
+// 1.2-3x faster than Sleef's in gelu), Sleef's 1-ULP exp in double.
+constexpr auto kExp = [](auto v) { return exp_capped(v, gelu_math::kExpCap); };
 
 // The lambdas take vectors of the opmath type (float for half and bfloat16), so
 // at::vec::map converts through float instead of rounding every intermediate.
