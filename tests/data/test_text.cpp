@@ -255,7 +255,7 @@ TEST_CASE("text for a sequence model: every position's target, random windows dr
   // On a device the windows stay views of the tokens: the buffer moves, not N·T copies.
   const auto moved = kiln::data::to_device(d.train.x, kiln::test::fake_device());
   REQUIRE(moved.device() == kiln::test::fake_device());
-  REQUIRE(static_cast<int64_t>(moved.storage().nbytes()) == d.train.x.storage().nbytes());
+  REQUIRE(moved.storage().nbytes() == d.train.x.storage().nbytes());
   REQUIRE(at::equal(moved.cpu(), d.train.x));
   REQUIRE(at::equal(kiln::data::to_device(d.train.y, kiln::test::fake_device()).cpu(), d.train.y));
   // A saved schema for one-hot windows does not feed a sequence model.
