@@ -32,7 +32,7 @@ V stable_sigmoid(V z) {
 // (docs/ops.md). Within 4 ULP of the exact sigmoid wherever that is a normal float
 // (the stable form with exp_u20 gave 0 just above z = −87.3, a normal 1.2e-38):
 // 1/(1+e) loses no relative precision for a large e, so the negative tail keeps it.
-// Past t = 88.72 e is +inf and s = 0 (the exact value is below 1e-38 there); below
+// From t = 88.38 on e is +inf and s = 0 (the exact value is at most 4.2e-39 there); below
 // t = −87, s rounds to 1 either way. NaN propagates through exp_clamped.
 inline VecF sigmoid_of_neg(VecF t) { return VecF(1.0f) / (VecF(1.0f) + exp_clamped(t)); }
 
