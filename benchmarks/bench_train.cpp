@@ -14,12 +14,15 @@
 // add time): each side's ms, their ratio (kiln steps/s ÷ Python steps/s, > 1: kiln is
 // faster) taken in each round, its median and quartiles over the rounds, the floor
 // and the ceiling it puts on the ratio (python ÷ floor), and the reached GFLOP/s
-// against the GEMM peak. Both sides run under kiln's heap policy (util/heap.h: freed
-// memory kept, large tensors on huge pages).
+// against the GEMM peak. With two precisions (--precision fp32,bf16) each round runs
+// all of that in each, and the speed-up of the second over the first (kiln's step,
+// the twin's, the floor's, the 2048³ GEMM's) is paired per round too. Both sides run
+// under kiln's heap policy (util/heap.h: freed memory kept, large tensors on huge pages).
 //
 //   kiln_bench_train [--config configs/fashion_mlp.toml] [--batches 128,32]
 //                    [--steps 200] [--warmup 50] [--rounds 3] [--threads 2]
-//                    [--precision fp32|bf16] [--compile] [--python PATH] [--json FILE]
+//                    [--precision fp32|bf16|fp32,bf16] [--compile] [--python PATH]
+//                    [--json FILE]
 //                    [--rest 2] [--each] [--set section.key=value ...]
 //
 // The model must be an MLP trained by AdamW (the twin is that model); the steps must
@@ -233,7 +236,7 @@ int main(int argc, char** argv) {
       ("warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("50"))
       ("rounds", "rounds (kiln, Python, GEMM) per batch size", cxxopts::value<int>()->default_value("3"))
       ("threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))
-      ("precision", "fp32 or bf16 (autocast on both sides)", cxxopts::value<std::string>()->default_value("fp32"))
+      ("precision", "fp32, bf16 (autocast on both sides) or both, paired per round", cxxopts::value<std::vector<std::string>>()->default_value("fp32"))
       ("compile", "also time the twin under torch.compile")
       ("each", "also print every round's medians")
       ("rest", "idle seconds before each side's run", cxxopts::value<double>()->default_value("2"))
@@ -250,11 +253,18 @@ int main(int argc, char** argv) {
     const auto batches = args["batches"].as<std::vector<int64_t>>();
     const int64_t steps = args["steps"].as<int64_t>(), warmup = args["warmup"].as<int64_t>();
     const int rounds = args["rounds"].as<int>(), threads = args["threads"].as<int>();
-    const auto precision = args["precision"].as<std::string>();
+    const auto precisions = args["precision"].as<std::vector<std::string>>();
     if (steps < 1 || warmup < 1 || rounds < 1 || threads < 1)
       throw kiln::InputError("--steps, --warmup, --rounds and --threads: expected >= 1");
-    if (precision != "fp32" && precision != "bf16")
-      throw kiln::InputError("--precision: expected fp32 or bf16, found \"" + precision + "\"");
+    for (const auto& precision : precisions)
+      if (precision != "fp32" && precision != "bf16")
+        throw kiln::InputError("--precision: expected fp32, bf16 or both (fp32,bf16), found \"" + precision + "\"");
+    for (size_t i = 0; i < precisions.size(); ++i)
+      if (std::find(precisions.begin(), precisions.begin() + static_cast<std::ptrdiff_t>(i), precisions[i]) !=
+          precisions.begin() + static_cast<std::ptrdiff_t>(i))
+        throw kiln::InputError("--precision: \"" + precisions[i] + "\" is listed twice");
+    std::string precision_list;
+    for (const auto& precision : precisions) precision_list += (precision_list.empty() ? "" : ",") + precision;
     const std::string python = args["python"].as<std::string>().empty() ? default_python()
                                                                           : args["python"].as<std::string>();
     const std::string twin = KILN_SOURCE_DIR "/benchmarks/twins/mlp_twin.py";
@@ -274,104 +284,152 @@ int main(int argc, char** argv) {
     const fs::path tmp = fs::temp_directory_path() / ("kiln_bench_train." + std::to_string(getpid()));
     nlohmann::json rows = nlohmann::json::array();
     std::printf("kiln_bench_train: %s, %s, %d threads, %lld warm-up + %lld timed steps, %d rounds\n",
-                args["config"].as<std::string>().c_str(), precision.c_str(), threads,
+                args["config"].as<std::string>().c_str(), precision_list.c_str(), threads,
                 static_cast<long long>(warmup), static_cast<long long>(steps), rounds);
     std::printf("%s; the twin runs with %s\n", kiln::heap::policy().c_str(),
                 kiln::heap::policy_environment().c_str());
     const auto header = [] {
-      std::printf("%6s %7s %9s %9s %6s %11s %9s %8s %8s %9s %8s %8s\n", "batch", "steps", "kiln ms",
+      std::printf("%6s %5s %7s %9s %9s %6s %11s %9s %8s %8s %9s %8s %8s\n", "batch", "prec", "steps", "kiln ms",
                   "python ms", "ratio", "ratio q1-q3", "floor ms", "ceiling", "k/floor", "kiln GF/s",
                   "py GF/s", "k/peak");
     };
     if (!each) header();
-    double best_peak = 0;
+    std::vector<double> best_peak(precisions.size(), 0.0);
     for (const int64_t batch : batches) {
-      auto overrides = sets;
-      for (const auto& o : {"train.batch_size=" + std::to_string(batch),
-                            "train.max_steps=" + std::to_string(warmup + steps),
-                            "train.threads=" + std::to_string(threads), "train.precision=\"" + precision + "\"",
-                            std::string("train.eval_every=0"), std::string("checkpoint.every=0"),
-                            std::string("profile.steps=\"\""), std::string("tensorboard.histogram_every=0")})
-        overrides.push_back(o);
-      const auto config = kiln::app::resolve_config(args["config"].as<std::string>(), overrides);
-      auto spec = kiln::app::to_run_spec(config);
-      spec.config_toml = "# kiln_bench_train\n";
-      if (spec.model.name != "mlp" || spec.optim.name != "adamw")
-        throw kiln::InputError("--config: expected an mlp model trained by adamw (the twin's), found model " +
-                               spec.model.name + " with " + spec.optim.name);
-      std::string hidden;
-      for (const auto h : spec.model.mlp.hidden()) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
-      char numbers[128];
-      std::snprintf(numbers, sizeof numbers, " --lr %.17g --weight-decay %.17g --log-every %lld",
-                    spec.optim.lr.value_or(1e-3), spec.optim.weight_decay.value_or(1e-2),
-                    static_cast<long long>(spec.train.log_every()));
-      const std::string command = kiln::heap::policy_environment() + " " + shell_quoted(python) + " " + shell_quoted(twin) + " --batch-size " + std::to_string(batch) +
-                                  " --steps " + std::to_string(steps) + " --warmup " + std::to_string(warmup) +
-                                  " --threads " + std::to_string(threads) + " --precision " + precision +
-                                  " --hidden " + shell_quoted(hidden) + numbers;
-      // The in-features the data gave the model (784 for Fashion-MNIST): the config's
-      // model.mlp is completed by the trainer; the twin's first layer is 784 wide.
-      auto mlp = spec.model.mlp;
-      mlp.in_features(784).out_features(10);
-      const auto dtype = precision == "bf16" ? at::kBFloat16 : at::kFloat;
-      // Per statistic (kStats), each round's value on each side.
-      std::array<std::vector<double>, 3> k, p, pc, f;
-      std::vector<double> peaks;
+      // One side per precision: its run spec, its twin's command and, per statistic
+      // (kStats), each round's value.
+      struct Side {
+        std::string precision;
+        kiln::train::RunSpec spec;
+        std::string command;
+        at::ScalarType dtype;
+        std::array<std::vector<double>, 3> k, p, pc, f;
+        std::vector<double> peaks;
+      };
+      std::vector<Side> sides;
+      kiln::nn::MlpOptions mlp(0, {}, 0);  // the config's, set below (the same in each precision)
+      for (const auto& precision : precisions) {
+        auto overrides = sets;
+        for (const auto& o : {"train.batch_size=" + std::to_string(batch),
+                              "train.max_steps=" + std::to_string(warmup + steps),
+                              "train.threads=" + std::to_string(threads), "train.precision=\"" + precision + "\"",
+                              std::string("train.eval_every=0"), std::string("checkpoint.every=0"),
+                              std::string("profile.steps=\"\""), std::string("tensorboard.histogram_every=0")})
+          overrides.push_back(o);
+        const auto config = kiln::app::resolve_config(args["config"].as<std::string>(), overrides);
+        auto spec = kiln::app::to_run_spec(config);
+        spec.config_toml = "# kiln_bench_train\n";
+        if (spec.model.name != "mlp" || spec.optim.name != "adamw")
+          throw kiln::InputError("--config: expected an mlp model trained by adamw (the twin's), found model " +
+                                 spec.model.name + " with " + spec.optim.name);
+        std::string hidden;
+        for (const auto h : spec.model.mlp.hidden()) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+        char numbers[128];
+        std::snprintf(numbers, sizeof numbers, " --lr %.17g --weight-decay %.17g --log-every %lld",
+                      spec.optim.lr.value_or(1e-3), spec.optim.weight_decay.value_or(1e-2),
+                      static_cast<long long>(spec.train.log_every()));
+        const std::string command = kiln::heap::policy_environment() + " " + shell_quoted(python) + " " +
+                                    shell_quoted(twin) + " --batch-size " + std::to_string(batch) +
+                                    " --steps " + std::to_string(steps) + " --warmup " + std::to_string(warmup) +
+                                    " --threads " + std::to_string(threads) + " --precision " + precision +
+                                    " --hidden " + shell_quoted(hidden) + numbers;
+        // The in-features the data gave the model (784 for Fashion-MNIST): the config's
+        // model.mlp is completed by the trainer; the twin's first layer is 784 wide.
+        mlp = spec.model.mlp;
+        mlp.in_features(784).out_features(10);
+        sides.push_back({precision, spec, command, precision == "bf16" ? at::kBFloat16 : at::kFloat, {}, {}, {}, {}, {}});
+      }
       const auto add = [](std::array<std::vector<double>, 3>& to, const std::vector<double>& ms_each) {
         const auto st = step_stats(ms_each);
         for (size_t i = 0; i < st.size(); ++i) to[i].push_back(st[i]);
       };
       for (int r = 0; r < rounds; ++r) {
-        rest();
-        add(k, kiln_ms(spec, tmp / ("run" + std::to_string(r)), warmup, steps));
-        rest();
-        at::set_num_threads(threads);
-        add(f, floor_ms(mlp, batch, warmup, steps, dtype));  // next to kiln's, for k/floor
-        rest();
-        add(p, twin_ms(command));
-        if (compile) rest(), add(pc, twin_ms(command + " --compile"));
-        peaks.push_back(gemm_peak(dtype));
-        if (each)
-          std::printf("  batch %lld round %d: median ms kiln %.3f, floor %.3f, python %.3f; ratio %.2f\n",
-                      static_cast<long long>(batch), r + 1, k[kMedian].back(), f[kMedian].back(),
-                      p[kMedian].back(), p[kMedian].back() / k[kMedian].back());
+        for (auto& s : sides) {
+          rest();
+          add(s.k, kiln_ms(s.spec, tmp / ("run" + std::to_string(r)), warmup, steps));
+          rest();
+          at::set_num_threads(threads);
+          add(s.f, floor_ms(mlp, batch, warmup, steps, s.dtype));  // next to kiln's, for k/floor
+          rest();
+          add(s.p, twin_ms(s.command));
+          if (compile) rest(), add(s.pc, twin_ms(s.command + " --compile"));
+          s.peaks.push_back(gemm_peak(s.dtype));
+          if (each)
+            std::printf("  batch %lld %s round %d: median ms kiln %.3f, floor %.3f, python %.3f; ratio %.2f\n",
+                        static_cast<long long>(batch), s.precision.c_str(), r + 1, s.k[kMedian].back(),
+                        s.f[kMedian].back(), s.p[kMedian].back(), s.p[kMedian].back() / s.k[kMedian].back());
+        }
       }
-      const double flops = mlp_step_flops(mlp, batch), peak = *std::max_element(peaks.begin(), peaks.end());
-      best_peak = std::max(best_peak, peak);
+      const double flops = mlp_step_flops(mlp, batch);
       if (each) header();  // under the rounds' lines
-      nlohmann::json row = {{"batch", batch}, {"precision", precision}, {"threads", threads},
-                            {"step_gflop", flops / 1e9}, {"gemm_peak_gflops", peak}};
-      for (size_t si = 0; si < kStats.size(); ++si) {
-        // The ratios are paired within a round (the machine's speed drifts between
-        // rounds), then the median over rounds.
-        std::vector<double> ratios, ceilings, over_floor, compiled;
-        for (int r = 0; r < rounds; ++r) {
-          ratios.push_back(p[si][r] / k[si][r]);
-          ceilings.push_back(p[si][r] / f[si][r]);
-          over_floor.push_back(k[si][r] / f[si][r]);
-          if (compile) compiled.push_back(pc[si][r] / k[si][r]);
+      for (size_t pi = 0; pi < sides.size(); ++pi) {
+        const auto& s = sides[pi];
+        const double peak = *std::max_element(s.peaks.begin(), s.peaks.end());
+        best_peak[pi] = std::max(best_peak[pi], peak);
+        nlohmann::json row = {{"batch", batch}, {"precision", s.precision}, {"threads", threads},
+                              {"step_gflop", flops / 1e9}, {"gemm_peak_gflops", peak}};
+        for (size_t si = 0; si < kStats.size(); ++si) {
+          // The ratios are paired within a round (the machine's speed drifts between
+          // rounds), then the median over rounds.
+          std::vector<double> ratios, ceilings, over_floor, compiled;
+          for (int r = 0; r < rounds; ++r) {
+            ratios.push_back(s.p[si][r] / s.k[si][r]);
+            ceilings.push_back(s.p[si][r] / s.f[si][r]);
+            over_floor.push_back(s.k[si][r] / s.f[si][r]);
+            if (compile) compiled.push_back(s.pc[si][r] / s.k[si][r]);
+          }
+          const double km = quantile(s.k[si], 0.5), pm = quantile(s.p[si], 0.5), fm = quantile(s.f[si], 0.5);
+          const double ratio = quantile(ratios, 0.5), ceiling = quantile(ceilings, 0.5);
+          std::printf("%6lld %5s %7s %9.3f %9.3f %6.2f %5.2f-%5.2f %9.3f %8.2f %8.2f %9.1f %8.1f %8.2f\n",
+                      static_cast<long long>(batch), s.precision.c_str(), kStats[si], km, pm, ratio,
+                      quantile(ratios, 0.25), quantile(ratios, 0.75), fm, ceiling, quantile(over_floor, 0.5),
+                      flops / km / 1e6, flops / pm / 1e6, flops / km / 1e6 / peak);
+          nlohmann::json by = {{"kiln_ms", km}, {"python_ms", pm}, {"ratio", ratio},
+                               {"ratio_q1", quantile(ratios, 0.25)}, {"ratio_q3", quantile(ratios, 0.75)},
+                               {"kiln_gflops", flops / km / 1e6}, {"python_gflops", flops / pm / 1e6},
+                               {"floor_ms", fm}, {"ceiling_ratio", ceiling},
+                               {"kiln_over_floor", quantile(over_floor, 0.5)}};
+          if (compile) {
+            const double cm = quantile(s.pc[si], 0.5);
+            std::printf("%6s %5s %7s %9s %9.3f %6.2f  (torch.compile twin)\n", "", "", "", "", cm,
+                        quantile(compiled, 0.5));
+            by["python_compiled_ms"] = cm;
+            by["ratio_compiled"] = quantile(compiled, 0.5);
+          }
+          row[kStats[si]] = by;
+          if (si == 0) row.update(by);  // the mean's figures also at the top, as before
         }
-        const double km = quantile(k[si], 0.5), pm = quantile(p[si], 0.5), fm = quantile(f[si], 0.5);
-        const double ratio = quantile(ratios, 0.5), ceiling = quantile(ceilings, 0.5);
-        std::printf("%6lld %7s %9.3f %9.3f %6.2f %5.2f-%5.2f %9.3f %8.2f %8.2f %9.1f %8.1f %8.2f\n",
-                    static_cast<long long>(batch), kStats[si], km, pm, ratio, quantile(ratios, 0.25),
-                    quantile(ratios, 0.75), fm, ceiling, quantile(over_floor, 0.5), flops / km / 1e6,
-                    flops / pm / 1e6, flops / km / 1e6 / peak);
-        nlohmann::json by = {{"kiln_ms", km}, {"python_ms", pm}, {"ratio", ratio},
-                             {"ratio_q1", quantile(ratios, 0.25)}, {"ratio_q3", quantile(ratios, 0.75)},
-                             {"kiln_gflops", flops / km / 1e6}, {"python_gflops", flops / pm / 1e6},
-                             {"floor_ms", fm}, {"ceiling_ratio", ceiling},
-                             {"kiln_over_floor", quantile(over_floor, 0.5)}};
-        if (compile) {
-          const double cm = quantile(pc[si], 0.5);
-          std::printf("%6s %7s %9s %9.3f %6.2f  (torch.compile twin)\n", "", "", "", cm, quantile(compiled, 0.5));
-          by["python_compiled_ms"] = cm;
-          by["ratio_compiled"] = quantile(compiled, 0.5);
-        }
-        row[kStats[si]] = by;
-        if (si == 0) row.update(by);  // the mean's figures also at the top, as before
+        rows.push_back(row);
       }
-      rows.push_back(row);
+      // Each later precision against the first (bf16 against fp32), paired per round:
+      // the speed-up of kiln's step, of the twin's and of the 2048³ GEMM.
+      for (size_t pi = 1; pi < sides.size(); ++pi) {
+        const auto &a = sides[0], &b = sides[pi];
+        for (size_t si = 0; si < kStats.size(); ++si) {
+          std::vector<double> kr, pr, fr;
+          for (int r = 0; r < rounds; ++r) {
+            kr.push_back(a.k[si][r] / b.k[si][r]);
+            pr.push_back(a.p[si][r] / b.p[si][r]);
+            fr.push_back(a.f[si][r] / b.f[si][r]);
+          }
+          std::printf("%6lld %s÷%s %s: kiln %.2fx (%.2f-%.2f), python %.2fx (%.2f-%.2f), floor %.2fx\n",
+                      static_cast<long long>(batch), b.precision.c_str(), a.precision.c_str(), kStats[si],
+                      quantile(kr, 0.5), quantile(kr, 0.25), quantile(kr, 0.75), quantile(pr, 0.5),
+                      quantile(pr, 0.25), quantile(pr, 0.75), quantile(fr, 0.5));
+          rows.push_back({{"batch", batch}, {"speedup", b.precision + "/" + a.precision}, {"statistic", kStats[si]},
+                          {"kiln", quantile(kr, 0.5)}, {"python", quantile(pr, 0.5)}, {"floor", quantile(fr, 0.5)}});
+        }
+        std::vector<double> gr;
+        for (int r = 0; r < rounds; ++r) gr.push_back(b.peaks[r] / a.peaks[r]);
+        std::printf("%6lld %s÷%s 2048³ GEMM: %.2fx\n", static_cast<long long>(batch), b.precision.c_str(),
+                    a.precision.c_str(), quantile(gr, 0.5));
+      }
+    }
+    std::string peaks;
+    for (size_t pi = 0; pi < precisions.size(); ++pi) {
+      char one[64];
+      std::snprintf(one, sizeof one, "%s%s %.1f", pi ? ", " : "", precisions[pi].c_str(), best_peak[pi]);
+      peaks += one;
     }
     std::printf(
         "steps: which statistic of each side's step times (mean: the whole window's steps/s; median: a "
@@ -381,8 +439,9 @@ int main(int argc, char** argv) {
         "rounds); floor = the same GEMMs and fused AdamW alone, back to back; ceiling = python ms ÷ floor "
         "ms in each round, the highest ratio a step on these GEMMs can reach; k/floor = kiln ms ÷ floor "
         "ms; GF/s = the step's matrix-product "
-        "FLOPs per second; k/peak = kiln's against a %s 2048³ GEMM in the same run (best: %.1f GF/s)\n",
-        precision.c_str(), best_peak);
+        "FLOPs per second; k/peak = kiln's against a 2048³ GEMM of its precision in the same run (best GF/s: %s)%s\n",
+        peaks.c_str(),
+        precisions.size() > 1 ? "; A÷B = steps/s in precision A ÷ in B, each side's own, paired per round" : "");
     if (const auto path = args["json"].as<std::string>(); !path.empty()) std::ofstream(path) << rows.dump(1) << '\n';
     return 0;
   } catch (const kiln::InputError& e) {

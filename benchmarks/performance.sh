@@ -14,8 +14,8 @@
 #   optim     kiln_bench_optim, 10M parameters: AdamW, Lion, SGD, Muon steps
 #   heap      benchmarks/allocator_policy.sh 24: the ops under three heap policies (small
 #             pages, a fresh mmap per large output, kiln's default)
-#   train     kiln_bench_train fp32 and bf16 (bf16 only on a CPU with bf16 instructions)
-#             at batch 128 and 32 against the Python twin, with the step's floor (its
+#   train     kiln_bench_train fp32 and bf16 in the same rounds (bf16 only on a CPU with
+#             bf16 instructions) at batch 128 and 32 against the Python twin, with the step's floor (its
 #             GEMMs and optimizer alone) and the ceiling it puts on the ratio
 #   default   the default run (configs/fashion_mlp.toml) with THP_MEM_ALLOC_ENABLE=1
 #             (kiln's default) and =0, alternated: wall time and accuracy
@@ -60,14 +60,16 @@ run() {  # NAME COMMAND...: prints and keeps its output
 run ops "$bin/kiln_bench_ops" --sizes 24 --threads 1,2 --rounds "$ops_rounds" --json "$out/ops.json"
 run optim "$bin/kiln_bench_optim" --threads 1,2 --rounds "$optim_rounds" --json "$out/optim.json"
 run heap "$root/benchmarks/allocator_policy.sh" 24 "$thp_rounds"
-run train_fp32 "$bin/kiln_bench_train" --precision fp32 "${train[@]}" --json "$out/train_fp32.json"
 # bf16 only where the CPU multiplies bf16 in hardware: elsewhere ATen emulates it and
 # one round takes many minutes (docs/performance.md), which says nothing about kiln.
+# Where it does, both precisions run in the same rounds and bf16's speed-up over fp32
+# is paired per round.
 if grep -m1 '^flags' /proc/cpuinfo | grep -qw 'avx512_bf16\|amx_bf16'; then
-  run train_bf16 "$bin/kiln_bench_train" --precision bf16 "${train[@]}" --json "$out/train_bf16.json"
+  run train "$bin/kiln_bench_train" --precision fp32,bf16 "${train[@]}" --json "$out/train.json"
 else
-  echo "== train_bf16: skipped, this CPU has no bf16 matrix instructions (avx512_bf16, amx_bf16)" \
-    | tee "$out/train_bf16.txt"
+  run train "$bin/kiln_bench_train" --precision fp32 "${train[@]}" --json "$out/train.json"
+  echo "== train bf16: skipped, this CPU has no bf16 matrix instructions (avx512_bf16, amx_bf16)" \
+    | tee -a "$out/train.txt"
 fi
 
 # The default run, both policies alternated: the wall time kiln prints and its accuracy.
