@@ -61,7 +61,12 @@ CpuBf16Matmul cpu_bf16_matmul() {
     __cpuid_count(7, 1, a, b, c, d);
     const bool avx512_bf16 = (a >> 5) & 1;  // CPUID.(7,1):EAX[5]
     if (amx_bf16) return CpuBf16Matmul::kMatrixUnits;
-    return avx512_bf16 ? CpuBf16Matmul::kAvx512Bf16 : CpuBf16Matmul::kEmulated;
+    if (!avx512_bf16) return CpuBf16Matmul::kEmulated;
+    // The vendor string (CPUID 0: EBX, EDX, ECX) tells the two AVX512-BF16 designs apart.
+    unsigned id[4] = {};
+    __cpuid(0, a, id[0], id[2], id[1]);
+    const bool amd = std::memcmp(id, "AuthenticAMD", 12) == 0;
+    return amd ? CpuBf16Matmul::kAvx512Bf16 : CpuBf16Matmul::kAvx512Bf16OnePort;
   }();
   return kind;
 #elif defined(__aarch64__)

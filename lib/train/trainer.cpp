@@ -636,9 +636,9 @@ TrainResult Run::run() {
         log::warn("train.precision = \"bf16\" on a CPU without bf16 matrix instructions (AVX512-BF16 or "
                   "AMX-BF16): its matrix products are emulated, many times slower than fp32's (about 50x "
                   "on an AVX2 EPYC, docs/performance.md); fp32 is faster on this machine");
-      else if (kind == ops::CpuBf16Matmul::kAvx512Bf16)
-        log::warn("train.precision = \"bf16\" on a CPU with AVX512-BF16 but no AMX-BF16: it does no more "
-                  "bf16 multiply-adds a cycle than fp32 ones, and its bf16 matrix products ran at about "
+      else if (kind == ops::CpuBf16Matmul::kAvx512Bf16OnePort)
+        log::warn("train.precision = \"bf16\" on an Intel CPU with AVX512-BF16 but no AMX-BF16: it does no "
+                  "more bf16 multiply-adds a cycle than fp32 ones, and its bf16 matrix products ran at about "
                   "half fp32's speed on such a Xeon (the default MLP's step 0.61x, docs/performance.md); "
                   "fp32 is faster on this machine");
     }
