@@ -307,7 +307,6 @@ int main(int argc, char** argv) {
         std::vector<double> peaks;
       };
       std::vector<Side> sides;
-      kiln::nn::MlpOptions mlp(0, {}, 0);  // the config's, set below (the same in each precision)
       for (const auto& precision : precisions) {
         auto overrides = sets;
         for (const auto& o : {"train.batch_size=" + std::to_string(batch),
@@ -333,12 +332,13 @@ int main(int argc, char** argv) {
                                     " --steps " + std::to_string(steps) + " --warmup " + std::to_string(warmup) +
                                     " --threads " + std::to_string(threads) + " --precision " + precision +
                                     " --hidden " + shell_quoted(hidden) + numbers;
-        // The in-features the data gave the model (784 for Fashion-MNIST): the config's
-        // model.mlp is completed by the trainer; the twin's first layer is 784 wide.
-        mlp = spec.model.mlp;
-        mlp.in_features(784).out_features(10);
         sides.push_back({precision, spec, command, precision == "bf16" ? at::kBFloat16 : at::kFloat, {}, {}, {}, {}, {}});
       }
+      // The in-features the data gave the model (784 for Fashion-MNIST): the config's
+      // model.mlp is completed by the trainer; the twin's first layer is 784 wide. The
+      // same model in every precision.
+      auto mlp = sides.front().spec.model.mlp;
+      mlp.in_features(784).out_features(10);
       const auto add = [](std::array<std::vector<double>, 3>& to, const std::vector<double>& ms_each) {
         const auto st = step_stats(ms_each);
         for (size_t i = 0; i < st.size(); ++i) to[i].push_back(st[i]);
@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
         rows.push_back(row);
       }
       // Each later precision against the first (bf16 against fp32), paired per round:
-      // the speed-up of kiln's step, of the twin's and of the 2048³ GEMM.
+      // the speed-up of kiln's step, of the twin's, of the floor and of the 2048³ GEMM.
       for (size_t pi = 1; pi < sides.size(); ++pi) {
         const auto &a = sides[0], &b = sides[pi];
         for (size_t si = 0; si < kStats.size(); ++si) {

@@ -15,8 +15,9 @@
 #   heap      benchmarks/allocator_policy.sh 24: the ops under three heap policies (small
 #             pages, a fresh mmap per large output, kiln's default)
 #   train     kiln_bench_train fp32 and bf16 in the same rounds (bf16 only on a CPU with
-#             bf16 instructions) at batch 128 and 32 against the Python twin, with the step's floor (its
-#             GEMMs and optimizer alone) and the ceiling it puts on the ratio
+#             bf16 instructions) at batch 128 and 32 against the Python twin, with the
+#             step's floor (its GEMMs and optimizer alone) and the ceiling it puts on the
+#             ratio
 #   default   the default run (configs/fashion_mlp.toml) with THP_MEM_ALLOC_ENABLE=1
 #             (kiln's default) and =0, alternated: wall time and accuracy
 set -euo pipefail
@@ -26,7 +27,7 @@ out="" quick=0
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;  # the header comment
     -*) echo "performance.sh: unknown option $a (see --help)" >&2; exit 2 ;;
     *) out="$a" ;;
   esac
