@@ -20,6 +20,9 @@
 #             ratio
 #   default   the default run (configs/fashion_mlp.toml) with THP_MEM_ALLOC_ENABLE=1
 #             (kiln's default) and =0, alternated: wall time and accuracy
+#   precision benchmarks/precision_runs.sh: the default run in fp32 and bf16, seed by
+#             seed (3 seeds; only on a CPU with bf16 instructions): each seed's accuracy
+#             and samples/s in both, the mean accuracy difference and the speed ratio
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${KILN_BUILD_DIR:-$root/build}/bin"
@@ -39,10 +42,10 @@ done
 mkdir -p "$out"
 if ((quick)); then
   ops_rounds=2 optim_rounds=2 train=(--steps 20 --warmup 10 --rounds 1 --rest 0) thp_rounds=2 default_rounds=1
-  default_set=(--set train.epochs=1)
+  default_set=(--set train.epochs=1) precision=(1 fp32 bf16 -- --set train.epochs=1)
 else
   ops_rounds=11 optim_rounds=9 train=(--steps 200 --warmup 30 --rounds 7) thp_rounds=9 default_rounds=3
-  default_set=()
+  default_set=() precision=(3 fp32 bf16)
 fi
 run() {  # NAME COMMAND...: prints and keeps its output
   local name="$1"; shift
@@ -88,4 +91,7 @@ for ((r = 0; r < default_rounds; r++)); do
     rm -rf "$dir"
   done
 done
+if grep -m1 '^flags' /proc/cpuinfo | grep -qw 'avx512_bf16\|amx_bf16'; then
+  run precision "$root/benchmarks/precision_runs.sh" "" "${precision[@]}"
+fi
 echo "figures in $out/"
