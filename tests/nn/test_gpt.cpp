@@ -2,11 +2,13 @@
 // the full forward pass, generation with and without the cache, checkpointed blocks;
 // and a character GPT trained from config on text the test writes: bits per
 // character, random windows, resume bit for bit, bf16/fp16, `kiln sample`.
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <string_view>
 
 #include "nn/factory.h"
 #include "nn/generate.h"
@@ -125,6 +127,33 @@ TEST_CASE("Gpt in CPU bf16 autocast: its plain attention is causal and within bf
     const auto a = p.value().grad().flatten().to(at::kDouble), b = grads[p.key()].flatten().to(at::kDouble);
     REQUIRE((a.dot(b) / (a.norm() * b.norm() + 1e-30)).item<double>() > 0.99);
   }
+}
+
+TEST_CASE("Gpt in CPU bf16 autocast: the attention matrix is never cast, forward or backward",
+          "[nn][gpt]") {
+  // The softmax runs on the bf16 scores (ATen computes it in float32 inside), so no
+  // (B·heads, T, T) tensor goes through a dtype conversion: a float32 softmax would
+  // cast the scores up and the weights down, and their gradients back, each step.
+  static thread_local int64_t matrix_casts = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string_view(fn.name()) != "aten::_to_copy") return nullptr;
+        const auto inputs = fn.inputs();
+        if (!inputs.empty() && inputs[0].isTensor() &&
+            inputs[0].toTensor().sizes() == at::IntArrayRef({2 * 3, 16, 16}))
+          ++matrix_casts;
+        return nullptr;
+      }).needsInputs(true));
+  auto gpt = small_gpt();  // 3 heads
+  const auto tokens = torch::randint(11, {2, 16}, torch::kLong);
+  matrix_casts = 0;
+  {
+    kiln::train::AutocastGuard amp(at::kCPU, at::kBFloat16, true);
+    gpt->forward(tokens).to(at::kFloat).square().sum().backward();
+  }
+  at::removeCallback(handle);
+  REQUIRE(matrix_casts == 0);
+  for (const auto& p : gpt->parameters()) REQUIRE(p.grad().defined());  // the backward ran
 }
 
 TEST_CASE("Gpt: checkpointed blocks give the same outputs and gradients", "[nn][gpt]") {
