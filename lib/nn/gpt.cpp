@@ -93,7 +93,10 @@ class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
                                                      bias_of(*attn)))
                          .view({b, t, 3, heads, d})
                          .permute({2, 0, 3, 1, 4});
-    auto q = qkv[0], k = qkv[1], v = qkv[2];  // (B, heads, T, d)
+    // unbind, not three selects: its backward stacks the three gradients in one pass,
+    // where each select's fills a zero (3, B, heads, T, d) tensor and autograd adds the three.
+    const auto parts = qkv.unbind(0);
+    auto q = parts[0], k = parts[1], v = parts[2];  // (B, heads, T, d)
     bool causal = true;
     if (cache) {
       if (cache->keys.size() <= layer) {
