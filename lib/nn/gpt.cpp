@@ -94,7 +94,8 @@ class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
                          .view({b, t, 3, heads, d})
                          .permute({2, 0, 3, 1, 4});
     // unbind, not three selects: its backward stacks the three gradients in one pass,
-    // where each select's fills a zero (3, B, heads, T, d) tensor and autograd adds the three.
+    // where each select's backward fills a zero (3, B, heads, T, d) tensor for its own
+    // gradient and autograd then adds the three.
     const auto parts = qkv.unbind(0);
     auto q = parts[0], k = parts[1], v = parts[2];  // (B, heads, T, d)
     bool causal = true;
