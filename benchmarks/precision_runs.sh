@@ -6,8 +6,9 @@
 # '-' for a run stopped before its evaluation) and median train samples/s (the
 # metrics file's train events after the first epoch, or after the first log window
 # in a shorter run), then the paired figures: B's accuracy minus A's (mean, standard
-# deviation, range over the seeds) and B's samples/s over A's (median, range). One seed's accuracy moves by tenths of a point with the
-# seed alone, so an accuracy goal is read on the mean of the pairs, not one run.
+# deviation, range over the seeds) and B's samples/s over A's (median, range). One
+# seed's accuracy moves by tenths of a point with the seed alone, so an accuracy goal
+# is read on the mean of the pairs, not one run.
 #
 #   benchmarks/precision_runs.sh [CONFIG (the default run)] [SEEDS (3)] [A (fp32)] [B (bf16)] [-- EXTRA --set ARGS]
 # Example: benchmarks/precision_runs.sh configs/fashion_mlp.toml 5
