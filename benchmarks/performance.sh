@@ -68,7 +68,9 @@ run heap "$root/benchmarks/allocator_policy.sh" 24 "$thp_rounds"
 # one round takes many minutes (docs/performance.md), which says nothing about kiln.
 # Where it does, both precisions run in the same rounds and bf16's speed-up over fp32
 # is paired per round.
-if grep -m1 '^flags' /proc/cpuinfo | grep -qw 'avx512_bf16\|amx_bf16'; then
+bf16_hw=0
+grep -m1 '^flags' /proc/cpuinfo | grep -qw 'avx512_bf16\|amx_bf16' && bf16_hw=1
+if ((bf16_hw)); then
   run train "$bin/kiln_bench_train" --precision fp32,bf16 "${train[@]}" --json "$out/train.json"
 else
   run train "$bin/kiln_bench_train" --precision fp32 "${train[@]}" --json "$out/train.json"
@@ -91,7 +93,7 @@ for ((r = 0; r < default_rounds; r++)); do
     rm -rf "$dir"
   done
 done
-if grep -m1 '^flags' /proc/cpuinfo | grep -qw 'avx512_bf16\|amx_bf16'; then
+if ((bf16_hw)); then
   run precision "$root/benchmarks/precision_runs.sh" "" "${precision[@]}"
 fi
 echo "figures in $out/"
