@@ -1,5 +1,5 @@
 // at::vec helpers the vectorised CPU kernels (*_cpu_kernel.cpp) share: loading
-// half types as float vectors.
+// half types as float vectors; at::vec::map and map2 with a choice of stores.
 // Include only from those files: it lives in the per-capability namespace
 // KILN_CPU_NS, so each build gets its own copy.
 #pragma once
@@ -7,8 +7,15 @@
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
+
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+#include <immintrin.h>
+#endif
+
+#include "kernel_types.h"
 
 namespace kiln::ops::cpu::KILN_CPU_NS {
 namespace {
@@ -34,6 +41,85 @@ Vectorized<Acc<T>> load_acc(const T* p, int64_t n) {
   } else {
     return std::get<0>(at::vec::convert_to_float<T>(Vectorized<T>::loadu(p, n)));
   }
+}
+
+// Whether this build stores Vectorized<T> non-temporally: float and double under
+// AVX2 and AVX-512. Half types (converted from float on the way out) and the
+// DEFAULT build store as usual whatever the caller asks.
+template <typename T>
+constexpr bool kStreamable =
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+    std::is_same_v<T, float> || std::is_same_v<T, double>;
+#else
+    false;
+#endif
+
+// Stores v at p (aligned to the vector's size) past the caches.
+template <typename T>
+void store_streaming(const Vectorized<T>& v, T* p) {
+#if defined(CPU_CAPABILITY_AVX512)
+  if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(p, v);
+  else _mm512_stream_pd(p, v);
+#elif defined(CPU_CAPABILITY_AVX2)
+  if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(p, v);
+  else _mm256_stream_pd(p, v);
+#else
+  v.store(p);
+#endif
+}
+
+// Orders this thread's non-temporal stores before what it does next.
+inline void streaming_fence() {
+#if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
+  _mm_sfence();
+#endif
+}
+
+// How many elements of T lie before p's first vector-aligned address.
+template <typename T>
+int64_t unaligned_head(const T* p) {
+  constexpr auto kBytes = static_cast<uintptr_t>(sizeof(Vectorized<T>));
+  return static_cast<int64_t>((kBytes - reinterpret_cast<uintptr_t>(p) % kBytes) % kBytes / sizeof(T));
+}
+
+// at::vec::map (out[i] = f(in[i])) with the stores the caller chose. Streaming, the
+// few elements before out's first aligned vector and the tail after its last go
+// through at::vec::map; the sfence orders the weakly ordered non-temporal stores
+// before the thread reports its chunk done.
+template <typename T, typename F>
+void map_to(const F& f, T* out, const T* in, int64_t n, Stores stores) {
+  if constexpr (kStreamable<T>) {
+    if (stores == Stores::kStreaming) {
+      using V = Vectorized<T>;
+      const int64_t head = std::min(n, unaligned_head(out));
+      at::vec::map(f, out, in, head);
+      int64_t i = head;
+      for (; i + V::size() <= n; i += V::size()) store_streaming(f(V::loadu(in + i)), out + i);
+      at::vec::map(f, out + i, in + i, n - i);
+      streaming_fence();
+      return;
+    }
+  }
+  at::vec::map(f, out, in, n);
+}
+
+// at::vec::map2 (out[i] = f(a[i], b[i])) with the stores the caller chose, as map_to.
+template <typename T, typename F>
+void map2_to(const F& f, T* out, const T* a, const T* b, int64_t n, Stores stores) {
+  if constexpr (kStreamable<T>) {
+    if (stores == Stores::kStreaming) {
+      using V = Vectorized<T>;
+      const int64_t head = std::min(n, unaligned_head(out));
+      at::vec::map2(f, out, a, b, head);
+      int64_t i = head;
+      for (; i + V::size() <= n; i += V::size())
+        store_streaming(f(V::loadu(a + i), V::loadu(b + i)), out + i);
+      at::vec::map2(f, out + i, a + i, b + i, n - i);
+      streaming_fence();
+      return;
+    }
+  }
+  at::vec::map2(f, out, a, b, n);
 }
 
 }  // namespace

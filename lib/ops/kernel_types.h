@@ -7,6 +7,13 @@ namespace kiln::ops {
 
 enum class DType : int8_t { kFloat, kDouble, kHalf, kBFloat16 };
 
+/// How a CPU kernel writes its output. kCached: ordinary stores, so the next op
+/// finds the result in cache. kStreaming: non-temporal stores for an op whose data
+/// outgrows the last-level cache (the result would leave it before anyone read it):
+/// the destination's lines are not read first and do not evict the inputs'.
+/// The Tensor-level code chooses (streaming_stores() in cpu_memory.h).
+enum class Stores : int8_t { kCached, kStreaming };
+
 /// Size in bytes of one element. Example: elem_size(DType::kHalf) == 2
 constexpr int64_t elem_size(DType t) {
   return t == DType::kDouble ? 8 : t == DType::kFloat ? 4 : 2;

@@ -145,19 +145,21 @@ inline char* elem_ptr(at::Tensor& t, int64_t i) {
 
 namespace kiln::ops {
 
-/// Runs kernel(dtype, x, out, n) over threads on a checked, contiguous x and an
-/// out like it (out may be x itself: the kernels are elementwise).
+/// Runs kernel(dtype, x, out, n, stores) over threads on a checked, contiguous x and
+/// an out like it (out may be x itself: the kernels are elementwise), with the stores
+/// the op's size calls for (streaming_stores).
 /// Example: cpu_unary_into(z, z, cpu::gelu_forward_impl());  // gelu in place
 template <typename Kernel>
 void cpu_unary_into(const at::Tensor& x, at::Tensor& out, Kernel kernel) {
   const auto dtype = kernel_dtype(x);
+  const auto stores = streaming_stores(x.nbytes() + out.nbytes());
   parallel_chunks(x.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(x, begin), elem_ptr(out, begin), end - begin);
+    kernel(dtype, elem_ptr(x, begin), elem_ptr(out, begin), end - begin, stores);
   });
 }
 
 /// The CPU Tensor function of a unary elementwise op: checks x, makes it
-/// contiguous, allocates, and runs kernel(dtype, x, out, n) over threads.
+/// contiguous, allocates, and runs kernel(dtype, x, out, n, stores) over threads.
 /// Example: return cpu_unary("kiln::relu", "x", x, cpu::relu_forward_impl());
 template <typename Kernel>
 at::Tensor cpu_unary(std::string_view op, std::string_view name, const at::Tensor& x, Kernel kernel) {
@@ -167,15 +169,17 @@ at::Tensor cpu_unary(std::string_view op, std::string_view name, const at::Tenso
 }
 
 /// The same for a binary elementwise op whose output is laid out like `from`'s input:
-/// kernel(dtype, a, b, out, n). Example: cpu_binary("kiln::relu_backward", "grad", g, "y", y, k, LayoutFrom::kSecond)
+/// kernel(dtype, a, b, out, n, stores). Example: cpu_binary("kiln::relu_backward", "grad", g, "y", y, k, LayoutFrom::kSecond)
 template <typename Kernel>
 at::Tensor cpu_binary(std::string_view op, std::string_view a_name, const at::Tensor& a,
                       std::string_view b_name, const at::Tensor& b, Kernel kernel,
                       LayoutFrom from = LayoutFrom::kFirst) {
   auto e = elementwise(op, a_name, a, b_name, b, from);
   const auto dtype = kernel_dtype(e.a);
+  const auto stores = streaming_stores(3 * e.out.nbytes());
   parallel_chunks(e.a.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(e.a, begin), elem_ptr(e.b, begin), elem_ptr(e.out, begin), end - begin);
+    kernel(dtype, elem_ptr(e.a, begin), elem_ptr(e.b, begin), elem_ptr(e.out, begin), end - begin,
+           stores);
   });
   return e.out;
 }

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "ops/cpu_capability.h"
+#include "ops/cpu_memory.h"
 #include "ops/op_support.h"
 #include "ops/ops.h"
 #include "ops/relu/relu_kernel.h"
@@ -16,9 +17,11 @@ namespace {
 
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
 
-// Sizes around the vector widths and the parallel grain, an empty one, and one
-// past every L2 in every dtype (streamed()'s prefetching path, with a ragged end).
-const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001, (1 << 21) + 37};
+// Sizes around the vector widths and the parallel grain, an empty one, one past
+// every L2 in every dtype with a ragged end, and one whose forward moves at least
+// the last-level cache's bytes in float32 (streaming stores, cpu_memory.h).
+const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001, (1 << 21) + 37,
+                                     kiln::ops::llc_bytes() / 8 + 37};
 
 at::Tensor sample(int64_t n, at::ScalarType dtype) {
   auto x = at::randn({n}, at::TensorOptions().dtype(at::kFloat));
@@ -68,12 +71,61 @@ TEST_CASE("every compiled CPU capability gives the same result", "[ops][relu]") 
 #endif
   for (const auto& [name, fn] : builds) {
     for (const auto dtype : kDtypes) {
-      INFO("capability " << name << ", dtype " << dtype);
-      const auto x = sample(1037, dtype);
-      auto y = at::empty_like(x);
-      fn(kernel_dtype(x), x.const_data_ptr(), y.data_ptr(), x.numel());
-      KILN_REQUIRE_CLOSE(y, at::relu(x), 0.0, 0.0);
+      for (const auto stores : {Stores::kCached, Stores::kStreaming}) {
+        // An output 0 or 3 elements past an aligned address: the streaming path's
+        // head before the first aligned vector, its body and its tail.
+        for (const int64_t offset : {0, 3}) {
+          INFO("capability " << name << ", dtype " << dtype << ", streaming "
+                             << (stores == Stores::kStreaming) << ", offset " << offset);
+          const auto x = sample(1037, dtype);
+          auto y = at::empty({1037 + offset}, x.options()).narrow(0, offset, 1037);
+          fn(kernel_dtype(x), x.const_data_ptr(), y.data_ptr(), x.numel(), stores);
+          KILN_REQUIRE_CLOSE(y, at::relu(x), 0.0, 0.0);
+        }
+      }
     }
+  }
+}
+
+TEST_CASE("the backward kernels of every CPU capability agree with either stores",
+          "[ops][relu]") {
+  using namespace kiln::ops;
+  std::vector<std::pair<std::string, decltype(&cpu::base::relu_backward)>> builds = {
+      {"default", &cpu::base::relu_backward}};
+#if defined(KILN_HAVE_CPU_AVX2)
+  if (cpu_capability() >= CpuCapability::kAvx2) builds.push_back({"avx2", &cpu::avx2::relu_backward});
+#endif
+#if defined(KILN_HAVE_CPU_AVX512)
+  if (cpu_capability() >= CpuCapability::kAvx512)
+    builds.push_back({"avx512", &cpu::avx512::relu_backward});
+#endif
+  for (const auto& [name, fn] : builds) {
+    for (const auto dtype : kDtypes) {
+      for (const auto stores : {Stores::kCached, Stores::kStreaming}) {
+        for (const int64_t offset : {0, 5}) {
+          INFO("capability " << name << ", dtype " << dtype << ", streaming "
+                             << (stores == Stores::kStreaming) << ", offset " << offset);
+          const auto y = at::relu(sample(2053, dtype)), g = at::randn({2053}).to(dtype);
+          auto gx = at::empty({2053 + offset}, y.options()).narrow(0, offset, 2053);
+          fn(kernel_dtype(y), g.const_data_ptr(), y.const_data_ptr(), gx.data_ptr(), y.numel(), stores);
+          KILN_REQUIRE_CLOSE(gx, at::threshold_backward(g, y, 0), 0.0, 0.0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("an op streams its output when it moves at least the last-level cache",
+          "[ops][relu]") {
+  using kiln::ops::Stores;
+  using kiln::ops::streaming_stores;
+  const int64_t llc = kiln::ops::llc_bytes();
+  REQUIRE(llc > 0);
+  const char* env = std::getenv("KILN_STREAMING_STORES");
+  if (env == nullptr || std::string(env) == "auto") {
+    CHECK(streaming_stores(llc) == Stores::kStreaming);
+    CHECK(streaming_stores(llc - 1) == Stores::kCached);
+    CHECK(streaming_stores(0) == Stores::kCached);
   }
 }
 

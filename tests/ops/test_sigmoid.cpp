@@ -109,14 +109,18 @@ TEST_CASE("sigmoid is accurate in the far tails and propagates NaN", "[ops][sigm
 }
 
 TEST_CASE("every compiled CPU capability gives the same sigmoid", "[ops][sigmoid]") {
+  using kiln::ops::Stores;
   for (const auto& [name, fn] : forward_builds()) {
     for (const auto dtype : kFloatingDtypes) {
-      INFO("capability " << name << ", dtype " << dtype);
-      const auto tol = tolerance_for(dtype);
-      const auto x = sample(1037, dtype);
-      auto s = at::empty_like(x);
-      fn(kiln::ops::kernel_dtype(x), x.const_data_ptr(), s.data_ptr(), x.numel(), 1.5);
-      KILN_REQUIRE_CLOSE(s, reference(x, 1.5), tol.rtol, tol.atol);
+      for (const auto stores : {Stores::kCached, Stores::kStreaming}) {
+        INFO("capability " << name << ", dtype " << dtype << ", streaming "
+                           << (stores == Stores::kStreaming));
+        const auto tol = tolerance_for(dtype);
+        const auto x = sample(1037, dtype);
+        auto s = at::empty({1038}, x.options()).narrow(0, 1, 1037);  // an unaligned output
+        fn(kiln::ops::kernel_dtype(x), x.const_data_ptr(), s.data_ptr(), x.numel(), 1.5, stores);
+        KILN_REQUIRE_CLOSE(s, reference(x, 1.5), tol.rtol, tol.atol);
+      }
     }
   }
 }
@@ -134,7 +138,8 @@ TEST_CASE("sigmoid in float is within 4 ULP of the exact value wherever that is 
     const auto normal = exact >= std::numeric_limits<float>::min();
     for (const auto& [name, fn] : forward_builds()) {
       auto s = at::empty_like(x);
-      fn(kiln::ops::DType::kFloat, x.const_data_ptr(), s.data_ptr(), x.numel(), beta);
+      fn(kiln::ops::DType::kFloat, x.const_data_ptr(), s.data_ptr(), x.numel(), beta,
+         kiln::ops::Stores::kCached);
       const auto err = (s.to(at::kDouble) - exact).abs();
       const auto ulps = at::where(normal, err / ulp, at::zeros_like(err));
       const auto worst = ulps.argmax().item<int64_t>();

@@ -5,6 +5,7 @@
 
 #include "../cpu_dtype.h"
 #include "../cpu_exp.h"
+#include "../cpu_vec.h"
 #include "gelu_kernel.h"
 #include "gelu_math.h"
 
@@ -23,19 +24,21 @@ using OpVec = at::vec::Vectorized<at::opmath_type<T>>;
 
 }  // namespace
 
-void gelu_forward(DType dtype, const void* x, void* y, int64_t n) {
+void gelu_forward(DType dtype, const void* x, void* y, int64_t n, Stores stores) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
-    at::vec::map([](OpVec<T> v) { return gelu_math::forward(v, kExp); }, static_cast<T*>(y),
-                 static_cast<const T*>(x), n);
+    map_to([](OpVec<T> v) { return gelu_math::forward(v, kExp); }, static_cast<T*>(y),
+           static_cast<const T*>(x), n, stores);
   });
 }
 
-void gelu_backward(DType dtype, const void* grad, const void* x, void* grad_x, int64_t n) {
+void gelu_backward(DType dtype, const void* grad, const void* x, void* grad_x, int64_t n,
+                   Stores stores) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
-    at::vec::map2([](OpVec<T> g, OpVec<T> v) { return g * gelu_math::derivative(v, kExp); },
-                  static_cast<T*>(grad_x), static_cast<const T*>(grad), static_cast<const T*>(x), n);
+    map2_to([](OpVec<T> g, OpVec<T> v) { return g * gelu_math::derivative(v, kExp); },
+            static_cast<T*>(grad_x), static_cast<const T*>(grad), static_cast<const T*>(x), n,
+            stores);
   });
 }
 

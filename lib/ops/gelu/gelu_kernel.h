@@ -10,10 +10,11 @@ struct CUstream_st;
 namespace kiln::ops {
 namespace cpu {
 // y[i] = gelu(x[i])
-KILN_DECLARE_CPU_KERNEL(gelu_forward, (DType dtype, const void* x, void* y, int64_t n))
+KILN_DECLARE_CPU_KERNEL(gelu_forward, (DType dtype, const void* x, void* y, int64_t n, Stores stores))
 // grad_x[i] = grad[i]·gelu'(x[i])
 KILN_DECLARE_CPU_KERNEL(gelu_backward,
-                        (DType dtype, const void* grad, const void* x, void* grad_x, int64_t n))
+                        (DType dtype, const void* grad, const void* x, void* grad_x, int64_t n,
+                         Stores stores))
 }  // namespace cpu
 
 namespace cuda {

@@ -13,9 +13,10 @@ at::Tensor scaled_add_cpu(const at::Tensor& x, const at::Tensor& y, double alpha
   auto e = elementwise("kiln::scaled_add", "x", x, "y", y);
   const auto dtype = kernel_dtype(e.a);
   const auto kernel = cpu::scaled_add_forward_impl();
+  const auto stores = streaming_stores(3 * e.out.nbytes());
   parallel_chunks(e.a.numel(), [&](int64_t begin, int64_t end) {
     kernel(dtype, elem_ptr(e.a, begin), elem_ptr(e.b, begin), elem_ptr(e.out, begin), end - begin,
-           alpha);
+           alpha, stores);
   });
   return e.out;
 }
@@ -26,8 +27,9 @@ std::tuple<at::Tensor, at::Tensor> scaled_add_backward_cpu(const at::Tensor& gra
   auto e = elementwise("kiln::scaled_add_backward", "grad", grad);
   const auto dtype = kernel_dtype(e.x);
   const auto kernel = cpu::scaled_add_scale_impl();
+  const auto stores = streaming_stores(2 * e.out.nbytes());
   parallel_chunks(e.x.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(e.x, begin), elem_ptr(e.out, begin), end - begin, alpha);
+    kernel(dtype, elem_ptr(e.x, begin), elem_ptr(e.out, begin), end - begin, alpha, stores);
   });
   return {e.out, grad};
 }

@@ -12,9 +12,11 @@ namespace kiln::ops {
 namespace cpu {
 // out[i] = alpha·x[i] + y[i], one rounding in the output dtype.
 KILN_DECLARE_CPU_KERNEL(scaled_add_forward,
-                        (DType dtype, const void* x, const void* y, void* out, int64_t n, double alpha))
+                        (DType dtype, const void* x, const void* y, void* out, int64_t n, double alpha,
+                         Stores stores))
 // out[i] = alpha·grad[i]: the gradient for x (the one for y is grad itself).
-KILN_DECLARE_CPU_KERNEL(scaled_add_scale, (DType dtype, const void* grad, void* out, int64_t n, double alpha))
+KILN_DECLARE_CPU_KERNEL(scaled_add_scale,
+                        (DType dtype, const void* grad, void* out, int64_t n, double alpha, Stores stores))
 }  // namespace cpu
 
 namespace cuda {

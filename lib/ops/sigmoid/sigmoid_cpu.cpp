@@ -15,8 +15,9 @@ at::Tensor sigmoid_cpu(const at::Tensor& x, double beta, std::optional<double> g
   auto e = elementwise("kiln::sigmoid", "x", x);
   const auto dtype = kernel_dtype(e.x);
   const auto kernel = cpu::sigmoid_forward_impl();
+  const auto stores = streaming_stores(2 * e.out.nbytes());
   parallel_chunks(e.x.numel(), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(e.x, begin), elem_ptr(e.out, begin), end - begin, beta);
+    kernel(dtype, elem_ptr(e.x, begin), elem_ptr(e.out, begin), end - begin, beta, stores);
   });
   return e.out;
 }
@@ -27,9 +28,10 @@ at::Tensor sigmoid_backward_cpu(const at::Tensor& grad, const at::Tensor& s, dou
   auto e = elementwise("kiln::sigmoid_backward", "grad", grad, "s", s, LayoutFrom::kSecond);
   const auto dtype = kernel_dtype(e.a);
   const auto kernel = cpu::sigmoid_backward_impl();
+  const auto stores = streaming_stores(3 * e.out.nbytes());
   parallel_chunks(e.a.numel(), [&](int64_t begin, int64_t end) {
     kernel(dtype, elem_ptr(e.a, begin), elem_ptr(e.b, begin), elem_ptr(e.out, begin), end - begin,
-           beta, clip);
+           beta, clip, stores);
   });
   return e.out;
 }

@@ -2,6 +2,7 @@
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time.
 #include "../cpu_dtype.h"
 #include "../cpu_exp.h"
+#include "../cpu_vec.h"
 #include "sigmoid_kernel.h"
 
 #include <ATen/OpMathType.h>
@@ -43,43 +44,44 @@ template <typename T>
 using OpVec = at::vec::Vectorized<at::opmath_type<T>>;
 
 template <typename T>
-void forward(const T* x, T* s, int64_t n, double beta) {
+void forward(const T* x, T* s, int64_t n, double beta, Stores stores) {
   using V = OpVec<T>;
   if constexpr (std::is_same_v<V, VecF>) {
     const float neg_beta = static_cast<float>(-beta);
-    at::vec::map([neg_beta](VecF v) { return sigmoid_of_neg(v * VecF(neg_beta)); }, s, x, n);
+    map_to([neg_beta](VecF v) { return sigmoid_of_neg(v * VecF(neg_beta)); }, s, x, n, stores);
   } else {
-    at::vec::map([beta](V v) { return stable_sigmoid(v * V(beta)); }, s, x, n);
+    map_to([beta](V v) { return stable_sigmoid(v * V(beta)); }, s, x, n, stores);
   }
 }
 
 // The local derivative beta·s·(1−s), clamped to ±clip, times grad.
 template <typename T>
-void backward(const T* grad, const T* s, T* grad_x, int64_t n, double beta, double clip) {
+void backward(const T* grad, const T* s, T* grad_x, int64_t n, double beta, double clip,
+              Stores stores) {
   using V = OpVec<T>;
-  at::vec::map2(
+  map2_to(
       [beta, clip](V g, V sv) {
         const V local = V(beta) * sv * (V(1) - sv);
         return at::vec::clamp(local, V(-clip), V(clip)) * g;
       },
-      grad_x, grad, s, n);
+      grad_x, grad, s, n, stores);
 }
 
 }  // namespace
 
-void sigmoid_forward(DType dtype, const void* x, void* s, int64_t n, double beta) {
+void sigmoid_forward(DType dtype, const void* x, void* s, int64_t n, double beta, Stores stores) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
-    forward(static_cast<const T*>(x), static_cast<T*>(s), n, beta);
+    forward(static_cast<const T*>(x), static_cast<T*>(s), n, beta, stores);
   });
 }
 
 void sigmoid_backward(DType dtype, const void* grad, const void* s, void* grad_x, int64_t n,
-                      double beta, double clip) {
+                      double beta, double clip, Stores stores) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
     backward(static_cast<const T*>(grad), static_cast<const T*>(s), static_cast<T*>(grad_x), n,
-             beta, clip);
+             beta, clip, stores);
   });
 }
 

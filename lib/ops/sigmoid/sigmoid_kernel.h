@@ -12,10 +12,12 @@ namespace kiln::ops {
 namespace cpu {
 // s[i] = 1 / (1 + exp(−beta·x[i])), with no overflow for any beta·x (float: within
 // 4 ULP of the exact value where that is a normal float).
-KILN_DECLARE_CPU_KERNEL(sigmoid_forward, (DType dtype, const void* x, void* s, int64_t n, double beta))
+KILN_DECLARE_CPU_KERNEL(sigmoid_forward,
+                        (DType dtype, const void* x, void* s, int64_t n, double beta, Stores stores))
 // grad_x[i] = clamp(beta·s·(1−s), −clip, clip)·grad[i]; clip = +inf when there is none.
 KILN_DECLARE_CPU_KERNEL(sigmoid_backward, (DType dtype, const void* grad, const void* s,
-                                           void* grad_x, int64_t n, double beta, double clip))
+                                           void* grad_x, int64_t n, double beta, double clip,
+                                           Stores stores))
 }  // namespace cpu
 
 namespace cuda {
