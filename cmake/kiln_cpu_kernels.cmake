@@ -24,9 +24,8 @@ function(kiln_add_cpu_kernels target)
     elseif(cap STREQUAL "avx512")
       target_compile_definitions(${obj} PRIVATE CPU_CAPABILITY=AVX512 CPU_CAPABILITY_AVX512)
       # -Wno-(maybe-)uninitialized: GCC 12 warns inside its own avx512fintrin.h
-      # (_mm512_undefined_ps), a known false positive. -mprfchw: every AVX-512
-      # processor has PREFETCHW, which cpu_vec.h's streamed() issues for outputs.
-      target_compile_options(${obj} PRIVATE -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c -mprfchw
+      # (_mm512_undefined_ps), a known false positive.
+      target_compile_options(${obj} PRIVATE -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
                              -Wno-maybe-uninitialized -Wno-uninitialized)
     endif()
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
