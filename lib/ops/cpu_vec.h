@@ -43,13 +43,14 @@ Vectorized<Acc<T>> load_acc(const T* p, int64_t n) {
   }
 }
 
-// Whether this build stores Vectorized<T> non-temporally: float and double under
-// AVX2 and AVX-512. Half types (converted from float on the way out) and the
-// DEFAULT build store as usual whatever the caller asks.
+// Whether this build stores Vectorized<T> non-temporally: every floating type
+// (float, double, and half and bfloat16, whose vectors are integer registers) under
+// AVX2 and AVX-512; the DEFAULT build stores as usual whatever the caller asks.
 template <typename T>
 constexpr bool kStreamable =
 #if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
-    std::is_same_v<T, float> || std::is_same_v<T, double>;
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, c10::Half> ||
+    std::is_same_v<T, c10::BFloat16>;
 #else
     false;
 #endif
@@ -59,13 +60,38 @@ template <typename T>
 void store_streaming(const Vectorized<T>& v, T* p) {
 #if defined(CPU_CAPABILITY_AVX512)
   if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(p, v);
-  else _mm512_stream_pd(p, v);
+  else if constexpr (std::is_same_v<T, double>) _mm512_stream_pd(p, v);
+  else _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
 #elif defined(CPU_CAPABILITY_AVX2)
   if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(p, v);
-  else _mm256_stream_pd(p, v);
+  else if constexpr (std::is_same_v<T, double>) _mm256_stream_pd(p, v);
+  else _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
 #else
   v.store(p);
 #endif
+}
+
+// f applied to one vector of T as at::vec::map applies it where half types have
+// vectors of their own (AVX2, AVX-512): directly when f takes Vectorized<T> (float,
+// double, or a generic lambda), else through two float vectors.
+template <typename T, typename F>
+Vectorized<T> apply_vec(const F& f, const Vectorized<T>& a) {
+  if constexpr (std::is_invocable_v<F, Vectorized<T>>) {
+    return f(a);
+  } else {
+    const auto [a0, a1] = at::vec::convert_to_float<T>(a);
+    return at::vec::convert_from_float<T>(f(a0), f(a1));
+  }
+}
+template <typename T, typename F>
+Vectorized<T> apply_vec(const F& f, const Vectorized<T>& a, const Vectorized<T>& b) {
+  if constexpr (std::is_invocable_v<F, Vectorized<T>, Vectorized<T>>) {
+    return f(a, b);
+  } else {
+    const auto [a0, a1] = at::vec::convert_to_float<T>(a);
+    const auto [b0, b1] = at::vec::convert_to_float<T>(b);
+    return at::vec::convert_from_float<T>(f(a0, b0), f(a1, b1));
+  }
 }
 
 // Orders this thread's non-temporal stores before what it does next.
@@ -94,7 +120,7 @@ void map_to(const F& f, T* out, const T* in, int64_t n, Stores stores) {
       const int64_t head = std::min(n, unaligned_head(out));
       at::vec::map(f, out, in, head);
       int64_t i = head;
-      for (; i + V::size() <= n; i += V::size()) store_streaming(f(V::loadu(in + i)), out + i);
+      for (; i + V::size() <= n; i += V::size()) store_streaming(apply_vec(f, V::loadu(in + i)), out + i);
       at::vec::map(f, out + i, in + i, n - i);
       streaming_fence();
       return;
@@ -113,7 +139,7 @@ void map2_to(const F& f, T* out, const T* a, const T* b, int64_t n, Stores store
       at::vec::map2(f, out, a, b, head);
       int64_t i = head;
       for (; i + V::size() <= n; i += V::size())
-        store_streaming(f(V::loadu(a + i), V::loadu(b + i)), out + i);
+        store_streaming(apply_vec(f, V::loadu(a + i), V::loadu(b + i)), out + i);
       at::vec::map2(f, out + i, a + i, b + i, n - i);
       streaming_fence();
       return;
