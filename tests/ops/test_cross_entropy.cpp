@@ -11,6 +11,7 @@
 #include "ops/cross_entropy/cross_entropy_kernel.h"
 #include "ops/op_support.h"
 #include "ops/ops.h"
+#include "cpu_builds.h"
 #include "support.h"
 
 using kiln::test::gradcheck;
@@ -86,17 +87,7 @@ TEST_CASE("cross_entropy is stable for large logits and empty batches", "[ops][c
 
 TEST_CASE("every compiled CPU capability gives the same cross entropy", "[ops][cross_entropy]") {
   using namespace kiln::ops;
-  using Fn = decltype(&cpu::base::cross_entropy_forward);
-  std::vector<std::pair<std::string, Fn>> builds = {{"default", &cpu::base::cross_entropy_forward}};
-#if defined(KILN_HAVE_CPU_AVX2)
-  if (cpu_capability() >= CpuCapability::kAvx2)
-    builds.push_back({"avx2", &cpu::avx2::cross_entropy_forward});
-#endif
-#if defined(KILN_HAVE_CPU_AVX512)
-  if (cpu_capability() >= CpuCapability::kAvx512)
-    builds.push_back({"avx512", &cpu::avx512::cross_entropy_forward});
-#endif
-  for (const auto& [name, fn] : builds) {
+  for (const auto& [name, fn] : KILN_CPU_BUILDS(cross_entropy_forward)) {
     for (const auto dtype : kFloatingDtypes) {
       INFO("capability " << name << ", dtype " << dtype);
       const auto s = sample(9, 1037, dtype);
@@ -118,19 +109,9 @@ TEST_CASE("every compiled CPU capability gives the same cross entropy", "[ops][c
 TEST_CASE("every compiled CPU capability gives the same cross entropy gradient",
           "[ops][cross_entropy]") {
   using namespace kiln::ops;
-  using Fn = decltype(&cpu::base::cross_entropy_backward);
-  std::vector<std::pair<std::string, Fn>> builds = {{"default", &cpu::base::cross_entropy_backward}};
-#if defined(KILN_HAVE_CPU_AVX2)
-  if (cpu_capability() >= CpuCapability::kAvx2)
-    builds.push_back({"avx2", &cpu::avx2::cross_entropy_backward});
-#endif
-#if defined(KILN_HAVE_CPU_AVX512)
-  if (cpu_capability() >= CpuCapability::kAvx512)
-    builds.push_back({"avx512", &cpu::avx512::cross_entropy_backward});
-#endif
   constexpr int64_t kRows = 9, kClasses = 1037;  // rows start at every alignment
   constexpr double kScale = 0.25;
-  for (const auto& [name, fn] : builds) {
+  for (const auto& [name, fn] : KILN_CPU_BUILDS(cross_entropy_backward)) {
     for (const auto dtype : kFloatingDtypes) {
       INFO("capability " << name << ", dtype " << dtype);
       const auto s = sample(kRows, kClasses, dtype);

@@ -9,6 +9,7 @@
 #include "ops/op_support.h"
 #include "ops/ops.h"
 #include "ops/relu/relu_kernel.h"
+#include "cpu_builds.h"
 #include "support.h"
 
 using kiln::test::gradcheck;
@@ -60,16 +61,7 @@ TEST_CASE("relu propagates NaN and keeps infinities like at::relu", "[ops][relu]
 
 TEST_CASE("every compiled CPU capability gives the same result", "[ops][relu]") {
   using namespace kiln::ops;
-  std::vector<std::pair<std::string, decltype(&cpu::base::relu_forward)>> builds = {
-      {"default", &cpu::base::relu_forward}};
-#if defined(KILN_HAVE_CPU_AVX2)
-  if (cpu_capability() >= CpuCapability::kAvx2) builds.push_back({"avx2", &cpu::avx2::relu_forward});
-#endif
-#if defined(KILN_HAVE_CPU_AVX512)
-  if (cpu_capability() >= CpuCapability::kAvx512)
-    builds.push_back({"avx512", &cpu::avx512::relu_forward});
-#endif
-  for (const auto& [name, fn] : builds) {
+  for (const auto& [name, fn] : KILN_CPU_BUILDS(relu_forward)) {
     for (const auto dtype : kDtypes) {
       for (const auto stores : {Stores::kCached, Stores::kStreaming}) {
         // An output 0 or 3 elements past an aligned address: the streaming path's
@@ -90,16 +82,7 @@ TEST_CASE("every compiled CPU capability gives the same result", "[ops][relu]") 
 TEST_CASE("the backward kernels of every CPU capability agree with either stores",
           "[ops][relu]") {
   using namespace kiln::ops;
-  std::vector<std::pair<std::string, decltype(&cpu::base::relu_backward)>> builds = {
-      {"default", &cpu::base::relu_backward}};
-#if defined(KILN_HAVE_CPU_AVX2)
-  if (cpu_capability() >= CpuCapability::kAvx2) builds.push_back({"avx2", &cpu::avx2::relu_backward});
-#endif
-#if defined(KILN_HAVE_CPU_AVX512)
-  if (cpu_capability() >= CpuCapability::kAvx512)
-    builds.push_back({"avx512", &cpu::avx512::relu_backward});
-#endif
-  for (const auto& [name, fn] : builds) {
+  for (const auto& [name, fn] : KILN_CPU_BUILDS(relu_backward)) {
     for (const auto dtype : kDtypes) {
       for (const auto stores : {Stores::kCached, Stores::kStreaming}) {
         for (const int64_t offset : {0, 5}) {

@@ -11,6 +11,7 @@
 #include "ops/op_support.h"
 #include "ops/ops.h"
 #include "ops/sigmoid/sigmoid_kernel.h"
+#include "cpu_builds.h"
 #include "support.h"
 
 using kiln::test::gradcheck;
@@ -55,18 +56,7 @@ at::Tensor points_off_the_clamp() {
 }
 
 // The forward kernel of every CPU capability build this machine can run, by name.
-using ForwardKernel = decltype(&kiln::ops::cpu::base::sigmoid_forward);
-std::vector<std::pair<std::string, ForwardKernel>> forward_builds() {
-  using namespace kiln::ops;
-  std::vector<std::pair<std::string, ForwardKernel>> builds = {{"default", &cpu::base::sigmoid_forward}};
-#if defined(KILN_HAVE_CPU_AVX2)
-  if (cpu_capability() >= CpuCapability::kAvx2) builds.push_back({"avx2", &cpu::avx2::sigmoid_forward});
-#endif
-#if defined(KILN_HAVE_CPU_AVX512)
-  if (cpu_capability() >= CpuCapability::kAvx512) builds.push_back({"avx512", &cpu::avx512::sigmoid_forward});
-#endif
-  return builds;
-}
+auto forward_builds() { return KILN_CPU_BUILDS(sigmoid_forward); }
 
 }  // namespace
 
