@@ -3,11 +3,18 @@
 // the CPU kernel itself and CUDA's path where cuBLASLt's fused epilogue does not apply.
 #include "linear_aten.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
 
 #include "../gelu/gelu_kernel.h"
 #include "../op_support.h"
@@ -55,11 +62,61 @@ void check_backward(std::string_view op, const at::Tensor& grad, const at::Tenso
   check_dtype_device(op, "grad", grad, x);
 }
 
-// z: (B, N) = x: (B, K) · wᵀ: (K, N) + b: (N) broadcast over rows.
-// The output goes on huge pages when it is large (cpu_memory.h), written by the
-// library's GEMM in place.
+namespace {
+
+// oneDNN's float32 inner product, mkldnn::_linear_pointwise: libtorch's own op (what
+// torch.compile's CPU fusions call), found through the dispatcher so that a libtorch
+// without it (built without oneDNN, or with another schema) keeps at::addmm. On the
+// Zen 4 EPYC it was 14-27 % faster than at::addmm/at::mm (MKL) for the default
+// MLP's and the GPT's layers and 26 % for 2048³, and ~20 µs slower a call for the
+// smallest (128×256→10): docs/performance.md.
+const std::optional<c10::OperatorHandle>& onednn_linear_op() {
+  static const std::optional<c10::OperatorHandle> op = []() -> std::optional<c10::OperatorHandle> {
+    const char* env = std::getenv("KILN_CPU_LINEAR");  // auto (default) | blas | onednn
+    if (env != nullptr && !std::strcmp(env, "blas")) return std::nullopt;
+    auto h = c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""});
+    if (!h || h->schema().arguments().size() != 6) return std::nullopt;
+    return h;
+  }();
+  return op;
+}
+
+// Whether a (B, K)·(K, N) float32 product on the CPU goes to oneDNN: when libtorch
+// has it and the product is past the size where its per-call cost (~20 µs) pays
+// (B·K·N ≥ 2^22: the default MLP's 512→256 layer is 2^24, its 256→10 one 2^18).
+bool onednn_pays(const at::Tensor& x, int64_t rows, int64_t k, int64_t n) {
+  static const bool always = [] {
+    const char* env = std::getenv("KILN_CPU_LINEAR");
+    return env != nullptr && !std::strcmp(env, "onednn");
+  }();
+  if (!x.is_cpu() || x.scalar_type() != at::kFloat || !onednn_linear_op()) return false;
+  if (rows == 0 || k == 0 || n == 0) return false;
+  return always || static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(n) >=
+                       static_cast<double>(int64_t{1} << 22);
+}
+
+// x · wtᵀ (+ b): wt is (N, K) like a Linear's weight (any strides).
+at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& wt, const std::optional<at::Tensor>& b) {
+  torch::jit::Stack stack;
+  stack.reserve(6);
+  stack.emplace_back(x);
+  stack.emplace_back(wt);
+  stack.emplace_back(b && b->defined() ? c10::IValue(*b) : c10::IValue());
+  stack.emplace_back(std::string("none"));
+  stack.emplace_back(c10::List<std::optional<at::Scalar>>());
+  stack.emplace_back(c10::IValue());  // algorithm: none
+  onednn_linear_op()->callBoxed(&stack);
+  return std::move(stack[0]).toTensor();
+}
+
+}  // namespace
+
+// z: (B, N) = x: (B, K) · wᵀ: (K, N) + b: (N) broadcast over rows. On the CPU in
+// float32 oneDNN's inner product where it pays (above); else the library's GEMM
+// writes in place into an output on huge pages when it is large (cpu_memory.h).
 at::Tensor forward_aten(const at::Tensor& x, const at::Tensor& w,
                         const std::optional<at::Tensor>& b) {
+  if (onednn_pays(x, x.size(0), x.size(1), w.size(0))) return onednn_linear(x, w, b);
   auto z = at::empty({x.size(0), w.size(0)}, x.options());
   advise_huge_pages(z);
   if (b && b->defined()) return at::addmm_out(z, *b, x, w.t());
@@ -96,7 +153,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_aten(const at::Tensor& g
                                                              const at::Tensor& w,
                                                              std::array<bool, 3> output_mask) {
   at::Tensor dx, dw, db;
-  if (output_mask[0]) dx = output_like(x), at::mm_out(dx, grad, w);
+  // dx = grad · w = grad · (wᵀ)ᵀ: oneDNN's inner product with wᵀ as its weight where
+  // it pays; the weight gradient stays with at::mm, which was as fast or faster.
+  if (output_mask[0]) {
+    if (onednn_pays(grad, grad.size(0), grad.size(1), w.size(1))) dx = onednn_linear(grad, w.t(), std::nullopt);
+    else dx = output_like(x), at::mm_out(dx, grad, w);
+  }
   if (output_mask[1]) dw = output_like(w), at::mm_out(dw, grad.t(), x);
   if (output_mask[2]) db = at::sum(grad, 0);
   return {std::move(dx), std::move(dw), std::move(db)};
