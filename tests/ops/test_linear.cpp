@@ -139,6 +139,39 @@ TEST_CASE("linear_backward is (grad·w, gradᵀ·x, grad.sum(0))", "[ops][linear
   }
 }
 
+TEST_CASE("a float32 linear past oneDNN's threshold runs there and matches float64", "[ops][linear]") {
+  // 64·300·257 multiply-adds ≥ 2^22: forward and dx through mkldnn::_linear_pointwise
+  // where libtorch has it (KILN_CPU_LINEAR unset), dw through at::mm; odd sizes and a
+  // transposed x (made contiguous by oneDNN's op).
+  static thread_local int onednn = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string_view(fn.name()).starts_with("mkldnn::_linear_pointwise")) ++onednn;
+        return nullptr;
+      }).needsInputs(false));
+  const bool has_op =
+      c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value();
+  const char* env = std::getenv("KILN_CPU_LINEAR");
+  const bool expect_onednn = has_op && (env == nullptr || std::string(env) != "blas");
+  for (const bool transposed : {false, true}) {
+    INFO("x transposed " << transposed);
+    const auto in = sample({64, 300, 257}, at::kFloat);
+    const auto x = (transposed ? in.x.t().contiguous().t() : in.x).clone().requires_grad_(true);
+    const auto w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
+    onednn = 0;
+    const auto y = kiln::ops::linear(x, w, b);
+    const auto g = at::randn({64, 257});
+    y.backward(g);
+    CHECK(onednn == (expect_onednn ? 2 : 0));  // z and dx
+    const auto tol = tolerance(at::kFloat, 300);
+    KILN_REQUIRE_CLOSE(y, reference(in.x, in.w, in.b), tol.rtol, tol.atol);
+    const auto gd = g.to(at::kDouble);
+    KILN_REQUIRE_CLOSE(x.grad(), gd.mm(in.w.to(at::kDouble)), tol.rtol, tolerance(at::kFloat, 257).atol);
+    KILN_REQUIRE_CLOSE(w.grad(), gd.t().mm(in.x.to(at::kDouble)), tol.rtol, tolerance(at::kFloat, 64).atol);
+  }
+  at::removeCallback(handle);
+}
+
 TEST_CASE("linear's backward computes only the gradients autograd needs", "[ops][linear]") {
   // Counts the matrix products the backward pass runs: a first layer fed with data
   // needs dw and db but no dx, a frozen layer only dx.
