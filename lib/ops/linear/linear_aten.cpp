@@ -70,10 +70,24 @@ namespace {
 // Zen 4 EPYC it was 14-27 % faster than at::addmm/at::mm (MKL) for the default
 // MLP's and the GPT's layers and 26 % for 2048³, and ~20 µs slower a call for the
 // smallest (128×256→10): docs/performance.md.
+enum class CpuLinear { kAuto, kBlas, kOnednn };
+
+// KILN_CPU_LINEAR=auto (the default) | blas | onednn; another value warns and means auto.
+CpuLinear cpu_linear_policy() {
+  static const CpuLinear policy = [] {
+    const char* env = std::getenv("KILN_CPU_LINEAR");
+    if (env == nullptr || !*env || !std::strcmp(env, "auto")) return CpuLinear::kAuto;
+    if (!std::strcmp(env, "blas")) return CpuLinear::kBlas;
+    if (!std::strcmp(env, "onednn")) return CpuLinear::kOnednn;
+    TORCH_WARN("KILN_CPU_LINEAR: expected auto, blas or onednn, got '", env, "'; using auto");
+    return CpuLinear::kAuto;
+  }();
+  return policy;
+}
+
 const std::optional<c10::OperatorHandle>& onednn_linear_op() {
   static const std::optional<c10::OperatorHandle> op = []() -> std::optional<c10::OperatorHandle> {
-    const char* env = std::getenv("KILN_CPU_LINEAR");  // auto (default) | blas | onednn
-    if (env != nullptr && !std::strcmp(env, "blas")) return std::nullopt;
+    if (cpu_linear_policy() == CpuLinear::kBlas) return std::nullopt;
     auto h = c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""});
     if (!h || h->schema().arguments().size() != 6) return std::nullopt;
     return h;
@@ -85,13 +99,9 @@ const std::optional<c10::OperatorHandle>& onednn_linear_op() {
 // has it and the product is past the size where its per-call cost (~20 µs) pays
 // (B·K·N ≥ 2^22: the default MLP's 512→256 layer is 2^24, its 256→10 one 2^18).
 bool onednn_pays(const at::Tensor& x, int64_t rows, int64_t k, int64_t n) {
-  static const bool always = [] {
-    const char* env = std::getenv("KILN_CPU_LINEAR");
-    return env != nullptr && !std::strcmp(env, "onednn");
-  }();
   if (!x.is_cpu() || x.scalar_type() != at::kFloat || !onednn_linear_op()) return false;
   if (rows == 0 || k == 0 || n == 0) return false;
-  return always || static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(n) >=
+  return cpu_linear_policy() == CpuLinear::kOnednn || static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(n) >=
                        static_cast<double>(int64_t{1} << 22);
 }
 
@@ -154,7 +164,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_aten(const at::Tensor& g
                                                              std::array<bool, 3> output_mask) {
   at::Tensor dx, dw, db;
   // dx = grad · w = grad · (wᵀ)ᵀ: oneDNN's inner product with wᵀ as its weight where
-  // it pays; the weight gradient stays with at::mm, which was as fast or faster.
+  // it pays. The weight gradient stays with at::mm: through oneDNN it was 6-10 %
+  // faster for the 784→512 layer and 23-36 % slower for the 512→256 one (docs/ops.md).
   if (output_mask[0]) {
     if (onednn_pays(grad, grad.size(0), grad.size(1), w.size(1))) dx = onednn_linear(grad, w.t(), std::nullopt);
     else dx = output_like(x), at::mm_out(dx, grad, w);
