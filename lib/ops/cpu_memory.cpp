@@ -9,14 +9,11 @@
 // to the outputs of its own ops.
 #include "ops/cpu_memory.h"
 
+#include "util/env_switch.h"
 #include "util/heap.h"
-
-#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -78,16 +75,8 @@ int64_t detect_llc_bytes() {
   return best > 0 ? best : int64_t{32} << 20;
 }
 
+// In the order of env_switch's words.
 enum class StreamingPolicy { kAuto, kOff, kOn };
-
-StreamingPolicy streaming_policy() {
-  const char* env = std::getenv("KILN_STREAMING_STORES");
-  if (env == nullptr || !std::strcmp(env, "auto") || !*env) return StreamingPolicy::kAuto;
-  if (!std::strcmp(env, "off")) return StreamingPolicy::kOff;
-  if (!std::strcmp(env, "on")) return StreamingPolicy::kOn;
-  TORCH_WARN("KILN_STREAMING_STORES: expected off, on or auto, got '", env, "'; using auto");
-  return StreamingPolicy::kAuto;
-}
 
 }  // namespace
 
@@ -97,7 +86,8 @@ int64_t llc_bytes() {
 }
 
 Stores streaming_stores(int64_t bytes) {
-  static const StreamingPolicy policy = streaming_policy();
+  static const auto policy =
+      static_cast<StreamingPolicy>(util::env_switch("KILN_STREAMING_STORES", {"auto", "off", "on"}));
   if (policy == StreamingPolicy::kOn) return Stores::kStreaming;
   if (policy == StreamingPolicy::kOff) return Stores::kCached;
   return bytes >= llc_bytes() ? Stores::kStreaming : Stores::kCached;

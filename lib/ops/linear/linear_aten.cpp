@@ -11,13 +11,12 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 
 #include "../gelu/gelu_kernel.h"
 #include "../op_support.h"
+#include "util/env_switch.h"
 
 namespace kiln::ops::linear {
 namespace {
@@ -64,27 +63,21 @@ void check_backward(std::string_view op, const at::Tensor& grad, const at::Tenso
 
 namespace {
 
+// KILN_CPU_LINEAR=auto (the default) | blas | onednn, in env_switch's order.
+enum class CpuLinear { kAuto, kBlas, kOnednn };
+
+CpuLinear cpu_linear_policy() {
+  static const auto policy =
+      static_cast<CpuLinear>(util::env_switch("KILN_CPU_LINEAR", {"auto", "blas", "onednn"}));
+  return policy;
+}
+
 // oneDNN's float32 inner product, mkldnn::_linear_pointwise: libtorch's own op (what
 // torch.compile's CPU fusions call), found through the dispatcher so that a libtorch
 // without it (built without oneDNN, or with another schema) keeps at::addmm. On the
 // Zen 4 EPYC it was 14-27 % faster than at::addmm/at::mm (MKL) for the default
 // MLP's and the GPT's layers and 26 % for 2048³, and ~20 µs slower a call for the
 // smallest (128×256→10): docs/performance.md.
-enum class CpuLinear { kAuto, kBlas, kOnednn };
-
-// KILN_CPU_LINEAR=auto (the default) | blas | onednn; another value warns and means auto.
-CpuLinear cpu_linear_policy() {
-  static const CpuLinear policy = [] {
-    const char* env = std::getenv("KILN_CPU_LINEAR");
-    if (env == nullptr || !*env || !std::strcmp(env, "auto")) return CpuLinear::kAuto;
-    if (!std::strcmp(env, "blas")) return CpuLinear::kBlas;
-    if (!std::strcmp(env, "onednn")) return CpuLinear::kOnednn;
-    TORCH_WARN("KILN_CPU_LINEAR: expected auto, blas or onednn, got '", env, "'; using auto");
-    return CpuLinear::kAuto;
-  }();
-  return policy;
-}
-
 const std::optional<c10::OperatorHandle>& onednn_linear_op() {
   static const std::optional<c10::OperatorHandle> op = []() -> std::optional<c10::OperatorHandle> {
     if (cpu_linear_policy() == CpuLinear::kBlas) return std::nullopt;
