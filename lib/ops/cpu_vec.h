@@ -108,42 +108,40 @@ int64_t unaligned_head(const T* p) {
   return static_cast<int64_t>((kBytes - reinterpret_cast<uintptr_t>(p) % kBytes) % kBytes / sizeof(T));
 }
 
-// at::vec::map (out[i] = f(in[i])) with the stores the caller chose. Streaming, the
-// few elements before out's first aligned vector and the tail after its last go
-// through at::vec::map; the sfence orders the weakly ordered non-temporal stores
-// before the thread reports its chunk done.
+// out[i] = f(in[i]…) over n elements with non-temporal stores: the few elements
+// before out's first aligned vector and the tail after its last go through
+// at::vec::map (one input) or map2 (two); the sfence orders the weakly ordered
+// non-temporal stores before the thread reports its chunk done.
+template <typename T, typename F, typename... In>
+void map_streaming(const F& f, T* out, int64_t n, const In*... in) {
+  static_assert(sizeof...(In) == 1 || sizeof...(In) == 2);
+  using V = Vectorized<T>;
+  const auto plain = [&](int64_t i, int64_t m) {
+    if constexpr (sizeof...(In) == 1) at::vec::map(f, out + i, (in + i)..., m);
+    else at::vec::map2(f, out + i, (in + i)..., m);
+  };
+  const int64_t head = std::min(n, unaligned_head(out));
+  plain(0, head);
+  int64_t i = head;
+  for (; i + V::size() <= n; i += V::size()) store_streaming(apply_vec(f, V::loadu(in + i)...), out + i);
+  plain(i, n - i);
+  streaming_fence();
+}
+
+// at::vec::map (out[i] = f(in[i])) with the stores the caller chose.
 template <typename T, typename F>
 void map_to(const F& f, T* out, const T* in, int64_t n, Stores stores) {
   if constexpr (kStreamable<T>) {
-    if (stores == Stores::kStreaming) {
-      using V = Vectorized<T>;
-      const int64_t head = std::min(n, unaligned_head(out));
-      at::vec::map(f, out, in, head);
-      int64_t i = head;
-      for (; i + V::size() <= n; i += V::size()) store_streaming(apply_vec(f, V::loadu(in + i)), out + i);
-      at::vec::map(f, out + i, in + i, n - i);
-      streaming_fence();
-      return;
-    }
+    if (stores == Stores::kStreaming) return map_streaming(f, out, n, in);
   }
   at::vec::map(f, out, in, n);
 }
 
-// at::vec::map2 (out[i] = f(a[i], b[i])) with the stores the caller chose, as map_to.
+// at::vec::map2 (out[i] = f(a[i], b[i])) with the stores the caller chose.
 template <typename T, typename F>
 void map2_to(const F& f, T* out, const T* a, const T* b, int64_t n, Stores stores) {
   if constexpr (kStreamable<T>) {
-    if (stores == Stores::kStreaming) {
-      using V = Vectorized<T>;
-      const int64_t head = std::min(n, unaligned_head(out));
-      at::vec::map2(f, out, a, b, head);
-      int64_t i = head;
-      for (; i + V::size() <= n; i += V::size())
-        store_streaming(apply_vec(f, V::loadu(a + i), V::loadu(b + i)), out + i);
-      at::vec::map2(f, out + i, a + i, b + i, n - i);
-      streaming_fence();
-      return;
-    }
+    if (stores == Stores::kStreaming) return map_streaming(f, out, n, a, b);
   }
   at::vec::map2(f, out, a, b, n);
 }
