@@ -11,6 +11,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "ops/linear/linear_onednn.h"
 #include "ops/ops.h"
 #include "support.h"
 
@@ -139,35 +140,51 @@ TEST_CASE("linear_backward is (grad·w, gradᵀ·x, grad.sum(0))", "[ops][linear
   }
 }
 
-TEST_CASE("a float32 linear past oneDNN's threshold runs there and matches float64", "[ops][linear]") {
-  // 64·300·257 multiply-adds ≥ 2^22: forward and dx through mkldnn::_linear_pointwise
-  // where libtorch has it (KILN_CPU_LINEAR unset), dw through at::mm; odd sizes and a
-  // transposed x (made contiguous by oneDNN's op).
-  static thread_local int onednn = 0;
+TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches float64", "[ops][linear]") {
+  // 128·300·257 multiply-adds ≥ 2^23: forward and dx through mkldnn::_linear_pointwise
+  // where libtorch has it (KILN_CPU_LINEAR unset), dw through oneDNN's matmul where it
+  // is usable on this CPU; odd sizes and a transposed x (made contiguous by the inner
+  // product, taken as it is by the matmul).
+  static thread_local int inner = 0, matmul = 0, blas = 0;
   const auto handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        if (std::string_view(fn.name()).starts_with("mkldnn::_linear_pointwise")) ++onednn;
+        const std::string_view name = fn.name();
+        if (name.starts_with("mkldnn::_linear_pointwise")) ++inner;
+        if (name == "kiln::onednn_matmul") ++matmul;
+        if (name.starts_with("aten::mm") || name.starts_with("aten::addmm")) ++blas;
         return nullptr;
       }).needsInputs(false));
   const bool has_op =
       c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value();
   const char* env = std::getenv("KILN_CPU_LINEAR");
-  const bool expect_onednn = has_op && (env == nullptr || std::string(env) != "blas");
+  const bool blas_forced = env != nullptr && std::string(env) == "blas";
+  const bool expect_inner = has_op && !blas_forced;
+  const bool expect_matmul = kiln::ops::linear_onednn_matmul_available();
+  if (blas_forced) CHECK_FALSE(expect_matmul);
+#if defined(__x86_64__)
+  // libtorch's matmul accepts float32 on CPUs with AVX-512 BW, VL and DQ: there the
+  // path must be found (torch 2.11 to 2.14 have it), not silently dropped.
+  if (!blas_forced && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    CHECK(expect_matmul);
+#endif
   for (const bool transposed : {false, true}) {
-    INFO("x transposed " << transposed);
-    const auto in = sample({64, 300, 257}, at::kFloat);
+    INFO("x transposed " << transposed << ", oneDNN matmul usable " << expect_matmul);
+    const auto in = sample({128, 300, 257}, at::kFloat);
     const auto x = (transposed ? in.x.t().contiguous().t() : in.x).clone().requires_grad_(true);
     const auto w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
-    onednn = 0;
+    inner = matmul = blas = 0;
     const auto y = kiln::ops::linear(x, w, b);
-    const auto g = at::randn({64, 257});
+    const auto g = at::randn({128, 257});
     y.backward(g);
-    CHECK(onednn == (expect_onednn ? 2 : 0));  // z and dx
+    CHECK(inner == (expect_inner ? 2 : 0));  // z and dx
+    CHECK(matmul == (expect_matmul ? 1 : 0));  // dw
+    CHECK(inner + matmul + blas == 3);
     const auto tol = tolerance(at::kFloat, 300);
     KILN_REQUIRE_CLOSE(y, reference(in.x, in.w, in.b), tol.rtol, tol.atol);
     const auto gd = g.to(at::kDouble);
     KILN_REQUIRE_CLOSE(x.grad(), gd.mm(in.w.to(at::kDouble)), tol.rtol, tolerance(at::kFloat, 257).atol);
-    KILN_REQUIRE_CLOSE(w.grad(), gd.t().mm(in.x.to(at::kDouble)), tol.rtol, tolerance(at::kFloat, 64).atol);
+    KILN_REQUIRE_CLOSE(w.grad(), gd.t().mm(in.x.to(at::kDouble)), tol.rtol, tolerance(at::kFloat, 128).atol);
   }
   at::removeCallback(handle);
 }
@@ -179,7 +196,9 @@ TEST_CASE("linear's backward computes only the gradients autograd needs", "[ops]
   const auto handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
         const std::string_view name = fn.name();  // oneDNN's inner product or the BLAS GEMM
-        if (name.starts_with("aten::mm") || name.starts_with("mkldnn::_linear_pointwise")) ++products;
+        if (name.starts_with("aten::mm") || name.starts_with("mkldnn::_linear_pointwise") ||
+            name == "kiln::onednn_matmul")
+          ++products;
         return nullptr;
       }).needsInputs(false));
   const auto in = sample({6, 5, 4}, at::kFloat);
