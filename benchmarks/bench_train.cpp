@@ -87,18 +87,18 @@ double mlp_step_flops(const kiln::nn::MlpOptions& m, int64_t batch) {
 }
 
 // The step's floor: ms per step of nothing but its matrix products (each layer's
-// forward addmm, weight-gradient mm and, but for the first layer, input-gradient mm,
-// with the shapes and transposes kiln::linear gives them, in `dtype`, into buffers
-// kept between steps) and kiln's fused AdamW over float32 parameters of the model's
-// shapes (autocast keeps them in float32), timed for each of `steps` after `warmup`.
-// No step built on these GEMMs and this optimizer is faster, so the twin's ms ÷ this
-// is the highest ratio to the twin such a step can reach.
+// forward, weight gradient and, but for the first layer, input gradient, through
+// kiln::linear and kiln::linear_backward: the same GEMM paths, oneDNN or BLAS, and the
+// same shapes and transposes as kiln's step, in `dtype`) and kiln's fused AdamW over
+// float32 parameters of the model's shapes (autocast keeps them in float32), timed for
+// each of `steps` after `warmup`. No step built on these GEMMs and this optimizer is
+// faster, so the twin's ms ÷ this is the highest ratio to the twin such a step can reach.
 std::vector<double> floor_ms(const kiln::nn::MlpOptions& m, int64_t batch, int64_t warmup,
                              int64_t steps, at::ScalarType dtype) {
   const auto widths = mlp_widths(m);
   const auto opt = at::TensorOptions().dtype(dtype);
   const bool fp32 = dtype == at::kFloat;
-  std::vector<at::Tensor> act{at::randn({batch, widths[0]}, opt)}, grad_act, ws, bs, dws;
+  std::vector<at::Tensor> act{at::randn({batch, widths[0]}, opt)}, grad_act, ws, bs;
   std::vector<at::Tensor> params, grads, ms, vs;  // the optimizer's, float32
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     const std::vector<int64_t> weight{widths[i + 1], widths[i]}, bias{widths[i + 1]};
@@ -108,21 +108,20 @@ std::vector<double> floor_ms(const kiln::nn::MlpOptions& m, int64_t batch, int64
       ms.push_back(at::zeros(*shape));
       vs.push_back(at::zeros(*shape));
     }
-    // In float32 the GEMMs use the parameters and write the gradients the optimizer
+    // In float32 the GEMMs use the parameters and make the gradients the optimizer
     // reads, as a step does; in bf16 they work on copies of their own.
     ws.push_back(fp32 ? params[2 * i] : params[2 * i].to(dtype));
     bs.push_back(fp32 ? params[2 * i + 1] : params[2 * i + 1].to(dtype));
-    dws.push_back(fp32 ? grads[2 * i] : at::empty(weight, opt));
-    act.push_back(at::empty({batch, widths[i + 1]}, opt));
+    act.push_back(at::Tensor());
     grad_act.push_back(at::randn({batch, widths[i]}, opt));
   }
   grad_act.push_back(at::randn({batch, widths.back()}, opt));
   int64_t step = 0;
   const auto one_step = [&] {
-    for (size_t i = 0; i < ws.size(); ++i) at::addmm_out(act[i + 1], bs[i], act[i], ws[i].t());
+    for (size_t i = 0; i < ws.size(); ++i) act[i + 1] = kiln::ops::linear(act[i], ws[i], bs[i]);
     for (size_t i = ws.size(); i-- > 0;) {
-      at::mm_out(dws[i], grad_act[i + 1].t(), act[i]);
-      if (i > 0) at::mm_out(grad_act[i], grad_act[i + 1], ws[i]);
+      auto dw = std::get<1>(kiln::ops::linear_backward(grad_act[i + 1], act[i], ws[i], {i > 0, true, false}));
+      if (fp32) grads[2 * i] = std::move(dw);
     }
     kiln::ops::fused_adamw_(params, grads, ms, vs, 1e-3, 0.9, 0.999, 1e-2, 1e-8, ++step);
   };
