@@ -13,7 +13,10 @@
 # the kiln run writes at its end).
 #
 #   benchmarks/twins/run.sh [--models convnet,gpt] [--steps N] [--warmup K]
-#                           [--rounds R (3)] [--threads T (2)] [KILN (build/bin/kiln)]
+#                           [--rounds R (3)] [--threads T (2)] [--precision fp32|bf16]
+#                           [KILN (build/bin/kiln)]
+# --precision overrides each config's train.precision on both sides (default: the
+# config's own, fp32 where it sets none).
 # Defaults: convnet 60 timed steps after 20, gpt 30 after 10; batch sizes convnet 128
 # and 32, gpt 32 and 64. STEPS is rounded up to a multiple of WARMUP (kiln's log window).
 # Both sides run under kiln's heap policy (lib/util/heap.h, which kiln sets for itself
@@ -26,7 +29,7 @@ root="$(cd "$here/../.." && pwd)"
 source "$root/scripts/versions.sh"
 py="${KILN_PYTHON:-$KILN_VENV/bin/python}"
 kiln="${KILN_BUILD_DIR:-$root/build}/bin/kiln"
-models="convnet,gpt" steps="" warmup="" rounds=3 threads=2
+models="convnet,gpt" steps="" warmup="" rounds=3 threads=2 precision=""
 while (($#)); do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -34,7 +37,10 @@ while (($#)); do
     --warmup) warmup="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --precision)
+      [[ "$2" == fp32 || "$2" == bf16 ]] || { echo "run.sh: --precision: expected fp32 or bf16, found '$2'" >&2; exit 2; }
+      precision="$2"; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) kiln="$1"; shift ;;
   esac
@@ -98,13 +104,14 @@ for model in ${models//,/ }; do
   n="${steps:-${default_steps[$model]}}"
   n=$(((n + k - 1) / k * k))
   for b in ${batches[$model]}; do
-    echo "$model, batch $b: $rounds rounds of $k warm-up + $n timed steps, $threads threads"
+    prec="${precision:-$(precision_of "$root/configs/${config[$model]}.toml")}"
+    echo "$model, batch $b: $rounds rounds of $k warm-up + $n timed steps, $threads threads, $prec"
     for ((r = 0; r < rounds; r++)); do
       dir="$tmp/$model-$b-$r"
       "$kiln" train "$root/configs/${config[$model]}.toml" --run-dir "$dir" \
         --set train.max_steps=$((k + n)) --set train.log_every="$k" --set train.threads="$threads" \
         --set train.batch_size="$b" --set train.eval_every=0 --set checkpoint.every=0 \
-        >"$dir.log" 2>&1 || { tail -20 "$dir.log" >&2; exit 1; }
+        --set train.precision="\"$prec\"" >"$dir.log" 2>&1 || { tail -20 "$dir.log" >&2; exit 1; }
       per_epoch="$(grep -o '[0-9]* batches of' "$dir.log" | head -1 | cut -d' ' -f1)"
       if ((k + n >= per_epoch)); then  # the epoch's evaluation would land in a timed window
         echo "run.sh: $((k + n)) steps reach the end of an epoch ($per_epoch batches of $b); use fewer" >&2
@@ -117,7 +124,7 @@ for model in ${models//,/ }; do
       ms="$(kiln_ms "$dir/metrics.jsonl" "$b")"
       echo "{\"model\": \"$model\", \"batch\": $b, \"side\": \"kiln\", \"ms_per_step\": $ms}" >>"$tmp/results.jsonl"
       env "${twin_env[@]}" "$py" "$here/${model}_twin.py" --batch-size "$b" --steps "$n" --warmup "$k" --threads "$threads" \
-        --precision "$(precision_of "$root/configs/${config[$model]}.toml")" \
+        --precision "$prec" \
         | "$py" -c 'import json, sys; d = json.loads(sys.stdin.readlines()[-1]); d["side"] = "python"; d["batch"] = d["batch_size"]; print(json.dumps(d))' \
         >>"$tmp/results.jsonl"
       tail -2 "$tmp/results.jsonl" | "$py" -c 'import json, sys
