@@ -186,6 +186,17 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
     KILN_REQUIRE_CLOSE(x.grad(), gd.mm(in.w.to(at::kDouble)), tol.rtol, tolerance(at::kFloat, 257).atol);
     KILN_REQUIRE_CLOSE(w.grad(), gd.t().mm(in.x.to(at::kDouble)), tol.rtol, tolerance(at::kFloat, 128).atol);
   }
+  // The weight gradient on operands of every layout: an expanded grad (a sum's
+  // backward: zero strides), x a strided slice, w transposed (dw takes its strides).
+  const auto x = at::randn({128, 600}).slice(1, 0, 600, 2);
+  const auto w = at::randn({300, 257}).t();
+  for (const auto& g : {at::randn({1, 257}).expand({128, 257}), at::randn({257, 128}).t()}) {
+    INFO("grad strides " << g.strides());
+    inner = matmul = blas = 0;
+    const auto dw = std::get<1>(kiln::ops::linear_backward(g, x, w, {false, true, false}));
+    CHECK(matmul == (expect_matmul ? 1 : 0));
+    KILN_REQUIRE_CLOSE(dw, g.to(at::kDouble).t().mm(x.to(at::kDouble)), 1e-4, tolerance(at::kFloat, 128).atol);
+  }
   at::removeCallback(handle);
 }
 
