@@ -158,3 +158,37 @@ TEST_CASE("the loader's order depends only on seed and epoch", "[data][loader]")
   a.set_epoch(4);
   REQUIRE_FALSE(torch::equal(a.batch(0).y, b.batch(0).y));
 }
+
+TEST_CASE("the loader's batches are the drawn rows, whatever the dtype, row shape and layout", "[data][loader]") {
+  // Every batch is checked against index_select of its labels (y = the example's
+  // index); a non-contiguous x takes ATen's gather and must give the same batches as
+  // the contiguous one (kiln's own row copy).
+  const auto y = torch::arange(57);
+  for (const auto dtype : {torch::kFloat, torch::kByte, torch::kLong, torch::kBFloat16}) {
+    for (const auto& row : {std::vector<int64_t>{}, std::vector<int64_t>{3}, std::vector<int64_t>{2, 5}}) {
+      INFO("dtype " << dtype << ", row shape " << torch::IntArrayRef(row));
+      auto shape = row;
+      shape.insert(shape.begin(), 57);
+      int64_t per_row = 1;
+      for (const auto d : row) per_row *= d;
+      const auto x = (torch::arange(57 * per_row) % 256).reshape(shape).to(dtype);
+      const auto strided = torch::stack({x, x}, -1).select(-1, 0);  // every stride doubled
+      REQUIRE_FALSE(strided.is_contiguous());
+      REQUIRE(torch::equal(strided, x));
+      kiln::data::BatchLoader a(x, y, 8, true, 3), b(strided, y, 8, true, 3);
+      a.set_epoch(2);
+      b.set_epoch(2);
+      std::vector<int64_t> seen;
+      for (int64_t i = 0; i < a.size(); ++i) {
+        const auto ba = a.batch(i), bb = b.batch(i);
+        REQUIRE(ba.x.is_contiguous());
+        REQUIRE(torch::equal(ba.x, bb.x));
+        REQUIRE(torch::equal(ba.y, bb.y));
+        REQUIRE(torch::equal(ba.x, x.index_select(0, ba.y)));
+        for (int64_t j = 0; j < ba.y.size(0); ++j) seen.push_back(ba.y[j].item<int64_t>());
+      }
+      std::sort(seen.begin(), seen.end());
+      REQUIRE(seen == std::vector<int64_t>(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + 57));
+    }
+  }
+}
