@@ -93,14 +93,25 @@ const std::optional<c10::OperatorHandle>& onednn_linear_op() {
   return op;
 }
 
-// Whether a (B, K)·(K, N) float32 product on the CPU goes to oneDNN: when libtorch
-// has it and the product is past the size where its per-call cost (~20 µs) pays
-// (B·K·N ≥ 2^22: the default MLP's 512→256 layer is 2^24, its 256→10 one 2^18).
+// Whether a float32 CPU product of a·b·c multiply-adds (t one of its operands) goes to
+// a oneDNN path: when available() (asked only then: it may set the path up) and
+// either KILN_CPU_LINEAR=onednn or the product is at least 2^log2_min, the size
+// from which that path's per-call cost pays.
+template <class Available>
+bool onednn_pays_from(const at::Tensor& t, Available available, int64_t a, int64_t b, int64_t c,
+                      int log2_min) {
+  if (!t.is_cpu() || t.scalar_type() != at::kFloat || !available()) return false;
+  if (a == 0 || b == 0 || c == 0) return false;
+  return cpu_linear_policy() == CpuLinear::kOnednn ||
+         static_cast<double>(a) * static_cast<double>(b) * static_cast<double>(c) >=
+             static_cast<double>(int64_t{1} << log2_min);
+}
+
+// Whether a (B, K)·(K, N) float32 product on the CPU goes to oneDNN's inner product:
+// when libtorch has it and B·K·N ≥ 2^22, past its per-call cost (~20 µs; the default
+// MLP's 512→256 layer is 2^24, its 256→10 one 2^18).
 bool onednn_pays(const at::Tensor& x, int64_t rows, int64_t k, int64_t n) {
-  if (!x.is_cpu() || x.scalar_type() != at::kFloat || !onednn_linear_op()) return false;
-  if (rows == 0 || k == 0 || n == 0) return false;
-  return cpu_linear_policy() == CpuLinear::kOnednn || static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(n) >=
-                       static_cast<double>(int64_t{1} << 22);
+  return onednn_pays_from(x, [] { return onednn_linear_op().has_value(); }, rows, k, n, 22);
 }
 
 // oneDNN's float32 matmul, for the weight gradient gradᵀ·x. No dispatcher op offers
@@ -152,11 +163,7 @@ void onednn_matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
 // CPU, the function found, and N·B·K ≥ 2^23 (the 512→256 layer at batch 32, 2^22,
 // was 10 % slower there; the first layer at batch 32, 2^23.6, 20 % faster).
 bool onednn_matmul_pays(const at::Tensor& grad, int64_t n, int64_t rows, int64_t k) {
-  if (!grad.is_cpu() || grad.scalar_type() != at::kFloat || onednn_matmul_fn() == nullptr) return false;
-  if (rows == 0 || n == 0 || k == 0) return false;
-  return cpu_linear_policy() == CpuLinear::kOnednn ||
-         static_cast<double>(n) * static_cast<double>(rows) * static_cast<double>(k) >=
-             static_cast<double>(int64_t{1} << 23);
+  return onednn_pays_from(grad, [] { return onednn_matmul_fn() != nullptr; }, n, rows, k, 23);
 }
 
 // x · wtᵀ (+ b): wt is (N, K) like a Linear's weight (any strides).
