@@ -17,7 +17,7 @@ namespace {
 // Other layouts and devices take index_select.
 at::Tensor gather_rows(const at::Tensor& t, const at::Tensor& idx, at::Tensor out) {
   if (!t.is_cpu() || !t.is_contiguous() || !idx.is_cpu() || idx.scalar_type() != at::kLong ||
-      !out.is_contiguous() || t.dim() == 0) {
+      !out.is_contiguous()) {
     return at::index_select_out(out, t, 0, idx);
   }
   const auto ic = idx.contiguous();
