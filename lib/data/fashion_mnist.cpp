@@ -1,6 +1,10 @@
 // Loads a Fashion-MNIST split and checks that its two files belong together.
 #include "data/fashion_mnist.h"
 
+#include <array>
+#include <cmath>
+#include <cstdint>
+
 #include <ATen/ATen.h>
 
 #include <filesystem>
@@ -52,8 +56,39 @@ ImageSet load_fashion_mnist(const std::string& root, Split split, int64_t limit)
 }
 
 Normalization pixel_statistics(const at::Tensor& images) {
-  const auto x = images.to(at::kDouble).div_(255.0);
-  return {x.mean().item<double>(), x.std().item<double>()};
+  // From a histogram of the 256 byte values, exact counts, instead of the pixels in
+  // double precision: the same mean and deviation (to the last bits) without a
+  // temporary of 8 bytes a pixel (376 MB for Fashion-MNIST's training set, the
+  // largest allocation of the default run's setup) and in a fraction of the time.
+  TORCH_CHECK(images.scalar_type() == at::kByte, "pixel_statistics: expected uint8 images, got ",
+              images.scalar_type());
+  const auto bytes = images.contiguous();
+  const int64_t n = bytes.numel();
+  TORCH_CHECK(n > 1, "pixel_statistics: expected at least 2 pixels, got ", n);
+  // Four histograms, so that a run of equal bytes does not wait on one counter.
+  std::array<std::array<int64_t, 256>, 4> part{};
+  const uint8_t* p = bytes.data_ptr<uint8_t>();
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    ++part[0][p[i]];
+    ++part[1][p[i + 1]];
+    ++part[2][p[i + 2]];
+    ++part[3][p[i + 3]];
+  }
+  for (; i < n; ++i) ++part[0][p[i]];
+  std::array<int64_t, 256> count{};
+  int64_t sum = 0;  // at most 255 · n: exact in 64 bits
+  for (int v = 0; v < 256; ++v) {
+    count[v] = part[0][v] + part[1][v] + part[2][v] + part[3][v];
+    sum += count[v] * v;
+  }
+  const double mean = static_cast<double>(sum) / static_cast<double>(n) / 255.0;
+  double squares = 0.0;
+  for (int v = 0; v < 256; ++v) {
+    const double d = v / 255.0 - mean;
+    squares += static_cast<double>(count[v]) * d * d;
+  }
+  return {mean, std::sqrt(squares / static_cast<double>(n - 1))};  // the unbiased deviation, as at::std
 }
 
 at::Tensor normalize_images(const at::Tensor& images, Normalization norm) {

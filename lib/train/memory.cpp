@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "optim/state_reporter.h"
+#include "util/block_cache.h"
 
 namespace kiln::train {
 namespace {
@@ -49,7 +50,7 @@ int64_t heap_bytes_in_use() {
   return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
 #else
   const struct mallinfo2 info = mallinfo2();
-  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+  return static_cast<int64_t>(info.uordblks + info.hblkhd) + heap::block_cache_stats().live_bytes;
 #endif
 }
 

@@ -28,8 +28,9 @@ ProcessMemory process_memory();
 
 /// Bytes the C heap has handed out and not taken back (glibc mallinfo2: arena
 /// blocks in use plus mmap'ed blocks; AddressSanitizer's own count in a sanitized
-/// build, whose allocator replaces glibc's), across all threads. libtorch's CPU tensors
-/// come from this heap, so the difference of two readings measures CPU tensors made
+/// build, whose allocator replaces glibc's), across all threads, plus the live blocks
+/// of kiln's large-block cache (util/block_cache.h). libtorch's CPU tensors come from
+/// these two, so the difference of two readings measures CPU tensors made
 /// in between. Example: int64_t before = kiln::train::heap_bytes_in_use();
 int64_t heap_bytes_in_use();
 

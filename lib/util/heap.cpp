@@ -1,6 +1,6 @@
 // keep_freed_memory(): two mallopt calls, unless the environment already chose;
 // huge_pages_for_large_tensors(): PyTorch's THP_MEM_ALLOC_ENABLE, unless it chose;
-// release_free_memory(): malloc_trim.
+// release_free_memory(): malloc_trim and the block cache's idle blocks.
 #include "util/heap.h"
 
 #include <c10/core/impl/alloc_cpu.h>
@@ -41,6 +41,7 @@ void keep_freed_memory() {
 }
 
 void release_free_memory() {
+  release_idle();
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
   malloc_trim(0);
 #endif
@@ -71,7 +72,10 @@ std::string policy_environment() {
 
 std::string policy() {
   const char* env = std::getenv("THP_MEM_ALLOC_ENABLE");
-  return state() + (large_tensors_on_huge_pages()
+  const std::string blocks = large_blocks_cached()
+                                 ? "; CPU blocks of 2 MiB or more from kiln's block cache (KILN_CPU_BLOCK_CACHE=off: from the heap)"
+                                 : std::string();
+  return state() + blocks + (large_tensors_on_huge_pages()
                         ? "; CPU tensors of 2 MiB or more on transparent huge pages (THP_MEM_ALLOC_ENABLE=1)"
                         : std::string("; CPU tensors on the system's default pages (THP_MEM_ALLOC_ENABLE=") +
                               (env ? env : "unset") + ")");

@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 
+#include "util/block_cache.h"
+
 namespace kiln::heap {
 
 /// glibc's malloc serves requests above its mmap threshold (128 KiB at first, raised
@@ -29,8 +31,10 @@ void keep_freed_memory();
 /// whole free page, not only the heap's top). keep_freed_memory() keeps what a step
 /// frees for the next step, and with it what setup freed: decoding a data set leaves
 /// its temporary buffers in the heap (the default run's resident size was 866 MB with
-/// them against 650 MB under glibc's default policy, for 313 MB in use). The training
-/// loop calls this once, before the first step. Example: kiln::heap::release_free_memory();
+/// them against 650 MB under glibc's default policy, for 313 MB in use). Also unmaps
+/// the large-block cache's idle blocks (release_idle(), util/block_cache.h). The
+/// training loop calls this once, before the first step.
+/// Example: kiln::heap::release_free_memory();
 void release_free_memory();
 
 /// ATen's CPU allocator backs every block of 2 MiB or more with transparent huge pages
@@ -48,13 +52,14 @@ void huge_pages_for_large_tensors();
 /// Whether ATen's CPU allocator puts large blocks on huge pages in this process.
 bool large_tensors_on_huge_pages();
 
-/// keep_freed_memory() and huge_pages_for_large_tensors(): the policy of kiln's
-/// executable, which the benchmarks apply too so that both sides of a comparison run
-/// under it. Call before the first tensor.
+/// keep_freed_memory(), huge_pages_for_large_tensors() and cache_large_blocks()
+/// (util/block_cache.h): the policy of kiln's executable, which the benchmarks apply
+/// too. Call before the first tensor.
 /// Example: kiln::heap::set_training_policy();
 inline void set_training_policy() {
   keep_freed_memory();
   huge_pages_for_large_tensors();
+  cache_large_blocks();
 }
 
 /// The environment that gives another process the same policy (a Python twin in a
@@ -62,7 +67,7 @@ inline void set_training_policy() {
 /// when keep_freed_memory() set them, and THP_MEM_ALLOC_ENABLE=1 or 0 as ATen has it here.
 std::string policy_environment();
 
-/// What keep_freed_memory() and huge_pages_for_large_tensors() did in this process,
+/// What keep_freed_memory(), huge_pages_for_large_tensors() and cache_large_blocks() did in this process,
 /// for the run's log ("heap: glibc's default policy" when neither was called, as in
 /// the tests).
 std::string policy();

@@ -1,5 +1,6 @@
 // The IDX reader: good files (gzip and plain) round-trip; truncated, foreign and
 // over-long files are errors that name the file and the problem.
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 #include <zlib.h>
 
@@ -136,6 +137,28 @@ TEST_CASE("a Fashion-MNIST folder whose files disagree is an error", "[data][fas
   const auto set = kiln::data::load_fashion_mnist(dir.path(), kiln::data::Split::kTest, 4);
   REQUIRE(set.images.sizes() == torch::IntArrayRef({4, 28, 28}));
   REQUIRE(set.labels.scalar_type() == torch::kLong);
+}
+
+TEST_CASE("pixel statistics from the byte histogram equal the double-precision mean and deviation",
+          "[data][fashion]") {
+  // Skewed like images (most pixels 0), odd counts so the unrolled loop has a tail,
+  // a non-contiguous view (a transposed set), and a constant image set (deviation 0).
+  for (const int64_t count : {int64_t{1}, int64_t{7}, int64_t{1000}}) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(count);
+    auto values = at::randint(0, 256, {count, 5, 7}, gen, at::kByte);
+    values.masked_fill_(at::rand({count, 5, 7}, gen) < 0.6, 0);
+    for (const auto& images : {values, values.transpose(1, 2)}) {
+      const auto x = images.to(at::kDouble).div(255.0);
+      const auto norm = kiln::data::pixel_statistics(images);
+      INFO(count);
+      CHECK(norm.mean == Approx(x.mean().item<double>()).epsilon(1e-13));
+      CHECK(norm.stddev == Approx(x.std().item<double>()).epsilon(1e-12));
+    }
+  }
+  const auto flat = kiln::data::pixel_statistics(at::full({4, 2, 2}, 51, at::kByte));
+  CHECK(flat.mean == Approx(0.2));
+  CHECK(flat.stddev == 0.0);
+  CHECK_THROWS_WITH(kiln::data::pixel_statistics(at::zeros({4, 2, 2})), Catch::Contains("expected uint8 images"));
 }
 
 TEST_CASE("the loader's order depends only on seed and epoch", "[data][loader]") {
