@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -42,6 +43,12 @@ class BlockCache final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t n) override {
     if (n < kMinBlock) return fallback()->allocate(n);
+    // Past this, rounding to a class or adding a page would wrap around.
+    if (n > std::numeric_limits<std::size_t>::max() / 4) {
+      c10::profiledCPUMemoryReporter().OutOfMemory(n);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "kiln's block cache: out of memory: ", n,
+                       " bytes asked for a CPU tensor");
+    }
     void* p = take(n);
     c10::profiledCPUMemoryReporter().New(p, n);
     return {p, p, &BlockCache::free_block, c10::Device(c10::DeviceType::CPU)};

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <thread>
 #include <vector>
@@ -87,6 +88,12 @@ TEST_CASE("the block cache reuses a freed block of the same size class, warm, af
   c10::DataPtr small = cache->allocate(kiln::heap::kMinBlock - 1);
   REQUIRE(small.get() != nullptr);
   CHECK(block_cache_stats().maps == s.maps);
+  CHECK(block_cache_stats().live_bytes == s.live_bytes);
+  // A size that cannot be mapped is ATen's out-of-memory error, not a wrapped-around size.
+  for (const size_t absurd : {std::numeric_limits<size_t>::max() - 4096, size_t{1} << 50}) {
+    INFO(absurd);
+    CHECK_THROWS_AS(cache->allocate(absurd), c10::OutOfMemoryError);
+  }
   CHECK(block_cache_stats().live_bytes == s.live_bytes);
 }
 
