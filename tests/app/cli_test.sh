@@ -61,10 +61,17 @@ expect 2 "already holds a run; continue it with --resume" -- train configs/tiny.
 checks=$((checks + 1))
 grep -q "heap: freed memory kept for reuse .*; CPU tensors of 2 MiB or more on transparent huge pages (THP_MEM_ALLOC_ENABLE=1)" \
   "$tmp/run/train.log" || { failures=$((failures + 1)); echo "FAIL: train.log does not say large tensors are on huge pages"; }
-THP_MEM_ALLOC_ENABLE=0 "$kiln" train configs/tiny.toml --run-dir "$tmp/thp0" --set train.max_steps=1 --quiet >/dev/null 2>&1
+# Blocks of 2 MiB or more come from kiln's own cache (util/block_cache.h).
+checks=$((checks + 1))
+grep -q "; CPU blocks of 2 MiB or more from kiln's block cache" "$tmp/run/train.log" \
+  || { failures=$((failures + 1)); echo "FAIL: train.log does not say large blocks come from kiln's block cache"; }
+THP_MEM_ALLOC_ENABLE=0 KILN_CPU_BLOCK_CACHE=off "$kiln" train configs/tiny.toml --run-dir "$tmp/thp0" --set train.max_steps=1 --quiet >/dev/null 2>&1
 checks=$((checks + 1))
 grep -q "CPU tensors on the system's default pages (THP_MEM_ALLOC_ENABLE=0)" "$tmp/thp0/train.log" \
   || { failures=$((failures + 1)); echo "FAIL: THP_MEM_ALLOC_ENABLE=0 was not kept"; }
+checks=$((checks + 1))
+! grep -q "block cache" "$tmp/thp0/train.log" \
+  || { failures=$((failures + 1)); echo "FAIL: KILN_CPU_BLOCK_CACHE=off still installed the block cache"; }
 # --heap-env: the environment that gives another process the policy (the twins').
 checks=$((checks + 1))
 heap_env="$("$kiln" --heap-env)"
