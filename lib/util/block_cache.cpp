@@ -195,9 +195,10 @@ class BlockCache final : public c10::Allocator {
   // A block starts at one of 64 cache-line offsets into its first page, in turn. At
   // the same offset (mmap's page boundary), the blocks an elementwise pass or an
   // optimizer step reads and writes together (p, g, m, v) collide in the same cache
-  // sets and alias at 4 KiB; glibc's heap spreads them by chance. The default run's
-  // steps, whose 1.6 MB weights and states come from here, were 10–25 % slower
-  // without it (docs/training.md, "The heap").
+  // sets and alias at 4 KiB; glibc's heap spreads them by chance. (With one offset and
+  // a 1 MiB threshold, the default MLP's 1.6 MB weights and AdamW states on mappings
+  // of their own ran its steps 10–25 % slower; small pages and the shared offset were
+  // not told apart, and such blocks now stay with glibc: docs/training.md, "The heap".)
   static std::size_t next_color() {
     static std::atomic<unsigned> turn{0};
     return (turn.fetch_add(1, std::memory_order_relaxed) * 37 % 64) * 64;  // 37: coprime to 64

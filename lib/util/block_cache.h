@@ -21,7 +21,7 @@ namespace kiln::heap {
 /// Smaller blocks go to the allocator that was installed before it (ATen's): the
 /// blocks from 1 to 2 MiB of the default MLP (its first layer's weight, gradient and
 /// AdamW state) ran its steps 10–25 % slower on mappings of their own (small pages,
-/// docs/training.md). With huge pages on (large_tensors_on_huge_pages()) a block's
+/// one page offset: docs/training.md). With huge pages on (large_tensors_on_huge_pages()) a block's
 /// mapping starts on a 2 MiB boundary and is advised MADV_HUGEPAGE, as ATen's are.
 ///
 /// A request takes an idle block of its class, else one up to a quarter larger, else
