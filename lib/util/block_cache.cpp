@@ -27,15 +27,15 @@ namespace kiln::heap {
 
 namespace {
 
-constexpr std::size_t kMinGranule = std::size_t{64} << 10;
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kPage = 4096;
 constexpr int64_t kMinIdleBound = int64_t{256} << 20;
 
-// n rounded up to an eighth of its power of two (at least 64 KiB): at most 12.5 %
-// more than asked, and few enough classes that a step's sizes find their blocks.
+// n (kMinBlock or more) rounded up to an eighth of its power of two, a multiple of
+// 256 KiB: at most 12.5 % more than asked, and few enough classes that a step's sizes
+// find their blocks.
 std::size_t class_size(std::size_t n) {
-  const std::size_t granule = std::max(kMinGranule, std::bit_floor(n) / 8);
+  const std::size_t granule = std::bit_floor(n) / 8;
   return (n + granule - 1) / granule * granule;
 }
 

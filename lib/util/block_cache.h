@@ -5,6 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace c10 {
+struct Allocator;
+}
+
 namespace kiln::heap {
 
 /// Why: with glibc keeping freed memory in its heap (keep_freed_memory, util/heap.h),
@@ -61,13 +65,7 @@ struct BlockCacheStats {
 /// The cache's counts so far (all zero before its first large block).
 BlockCacheStats block_cache_stats();
 
-}  // namespace kiln::heap
-
-namespace c10 {
-struct Allocator;
-}
-
-namespace kiln::heap {
 /// The cache as an allocator, installed or not (the tests call it directly).
 c10::Allocator* block_cache_allocator();
+
 }  // namespace kiln::heap
