@@ -19,7 +19,9 @@
 
 #include "nn/checkpoint.h"
 #include "nn/trace.h"
+#include "ops/cpu_bf16.h"
 #include "ops/ops.h"
+#include "util/env_switch.h"
 
 namespace kiln::nn {
 namespace {
@@ -67,6 +69,49 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   return at::bmm(weights, v.reshape({b * h, s, d}).to(dtype)).view({b, h, t, d});
 }
 
+// Whether a block's attention runs kiln's fused kernel (kiln::causal_attention,
+// docs/ops.md) on qkv (B·T, 3C): on the CPU under bfloat16 autocast, where the CPU has
+// AVX512-BF16 (without it the composite's oneDNN products are the faster), unless
+// KILN_CPU_ATTENTION=composite. The caller checks what the kernel does not do (a KV
+// cache, dropout on the attention weights).
+bool fused_attention_applies(const at::Tensor& qkv) {
+  static const bool allowed =
+      util::env_switch("KILN_CPU_ATTENTION", {"auto", "composite"}) == 0 && kiln::ops::cpu_has_avx512_bf16();
+  return allowed && qkv.is_cpu() && at::autocast::is_autocast_enabled(at::kCPU) &&
+         at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16;
+}
+
+// The composite attention of qkv (B·T, 3C) → (B·T, C): q, k, v split into heads,
+// attention() above, the heads merged back; with a cache, the T positions follow the
+// cache->length earlier ones whose keys and values it holds (layer `layer`'s slot, of
+// `block` positions).
+at::Tensor attention_of(const at::Tensor& qkv_rows, int64_t b, int64_t t, int64_t heads, double p,
+                        KvCache* cache, size_t layer, int64_t block) {
+  const int64_t c = qkv_rows.size(1) / 3, d = c / heads;
+  // (B·T, 3C) → (3, B, heads, T, d)
+  const auto qkv = qkv_rows.view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4});
+  // unbind, not three selects: its backward stacks the three gradients in one pass,
+  // where each select's backward fills a zero (3, B, heads, T, d) tensor for its own
+  // gradient and autograd then adds the three.
+  const auto parts = qkv.unbind(0);
+  auto q = parts[0], k = parts[1], v = parts[2];  // (B, heads, T, d)
+  bool causal = true;
+  if (cache) {
+    if (cache->keys.size() <= layer) {
+      cache->keys.push_back(at::empty({b, heads, block, d}, k.options()));
+      cache->values.push_back(at::empty({b, heads, block, d}, v.options()));
+    }
+    const int64_t past = cache->length;
+    cache->keys[layer].narrow(2, past, t).copy_(k);
+    cache->values[layer].narrow(2, past, t).copy_(v);
+    k = cache->keys[layer].narrow(2, 0, past + t);    // (B, heads, past + T, d)
+    v = cache->values[layer].narrow(2, 0, past + t);
+    causal = past == 0 && t > 1;  // one new query sees every position held
+  }
+  auto a = attention(q, k, v, p, causal);  // (B, heads, T, d)
+  return a.transpose(1, 2).reshape({b * t, c});
+}
+
 // One pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x)).
 class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
  public:
@@ -86,33 +131,16 @@ class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
   // earlier ones whose keys and values it holds (layer `layer`'s slot).
   at::Tensor forward(const at::Tensor& x, KvCache* cache = nullptr, size_t layer = 0) {
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
-    const int64_t heads = options.heads(), d = c / heads;
+    const int64_t heads = options.heads();
     const double p = is_training() ? options.dropout() : 0.0;
-    // (B·T, 3C) → (3, B, heads, T, d)
-    const auto qkv = traced(*attn, kiln::ops::linear(norm1->forward(x).reshape({b * t, c}), attn->weight,
-                                                     bias_of(*attn)))
-                         .view({b, t, 3, heads, d})
-                         .permute({2, 0, 3, 1, 4});
-    // unbind, not three selects: its backward stacks the three gradients in one pass,
-    // where each select's backward fills a zero (3, B, heads, T, d) tensor for its own
-    // gradient and autograd then adds the three.
-    const auto parts = qkv.unbind(0);
-    auto q = parts[0], k = parts[1], v = parts[2];  // (B, heads, T, d)
-    bool causal = true;
-    if (cache) {
-      if (cache->keys.size() <= layer) {
-        cache->keys.push_back(at::empty({b, heads, options.block_size(), d}, k.options()));
-        cache->values.push_back(at::empty({b, heads, options.block_size(), d}, v.options()));
-      }
-      const int64_t past = cache->length;
-      cache->keys[layer].narrow(2, past, t).copy_(k);
-      cache->values[layer].narrow(2, past, t).copy_(v);
-      k = cache->keys[layer].narrow(2, 0, past + t);    // (B, heads, past + T, d)
-      v = cache->values[layer].narrow(2, 0, past + t);
-      causal = past == 0 && t > 1;  // one new query sees every position held
+    const auto qkv_rows = traced(*attn, kiln::ops::linear(norm1->forward(x).reshape({b * t, c}),
+                                                          attn->weight, bias_of(*attn)));  // (B·T, 3C)
+    at::Tensor a;  // (B·T, C)
+    if (!cache && p == 0.0 && fused_attention_applies(qkv_rows)) {
+      a = kiln::ops::causal_attention(qkv_rows.view({b, t, 3 * c}), heads).view({b * t, c});
+    } else {
+      a = attention_of(qkv_rows, b, t, heads, p, cache, layer, options.block_size());
     }
-    auto a = attention(q, k, v, p, causal);  // (B, heads, T, d)
-    a = a.transpose(1, 2).reshape({b * t, c});
     a = maybe_dropout(proj->forward(a), p, is_training()).view({b, t, c});
     auto y = kiln::ops::scaled_add(a, x, 1.0);  // the residual stream
     auto m = traced(*fc, kiln::ops::linear_gelu(norm2->forward(y).reshape({b * t, c}), fc->weight, bias_of(*fc)));

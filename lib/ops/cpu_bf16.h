@@ -17,4 +17,9 @@ enum class CpuBf16Matmul {
 /// The kind, once per process. Example: if (cpu_bf16_matmul() == CpuBf16Matmul::kMatrixUnits) …
 CpuBf16Matmul cpu_bf16_matmul();
 
+/// Whether kiln's own bfloat16 kernels may use AVX512-BF16's vdpbf16ps: the CPU has it
+/// and the AVX-512 kernel build is the one in use (KILN_CPU_CAPABILITY can lower it).
+/// Example: kernel(…, cpu_has_avx512_bf16());
+bool cpu_has_avx512_bf16();
+
 }  // namespace kiln::ops

@@ -76,4 +76,18 @@ CpuBf16Matmul cpu_bf16_matmul() {
 #endif
 }
 
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return ((a >> 5) & 1) != 0;  // CPUID.(7,1):EAX[5]
+  }();
+  return has && cpu_capability() == CpuCapability::kAvx512;
+#else
+  return false;
+#endif
+}
+
 }  // namespace kiln::ops

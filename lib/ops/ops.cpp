@@ -24,6 +24,9 @@ TORCH_LIBRARY(kiln, m) {
   m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor");
   m.def("cross_entropy_forward(Tensor logits, Tensor target) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse) -> Tensor");
+  m.def("causal_attention(Tensor qkv, int heads) -> Tensor");
+  m.def("causal_attention_forward(Tensor qkv, int heads) -> (Tensor, Tensor)");
+  m.def("causal_attention_backward(Tensor grad, Tensor qkv, Tensor out, Tensor lse, int heads) -> Tensor");
   m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, "
         "Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, "
         "float eps, int step) -> ()");
@@ -113,6 +116,19 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
   KILN_CALL(cross_entropy_backward,
             Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&), grad, logits,
             target, lse);
+}
+
+Tensor causal_attention(const Tensor& qkv, int64_t heads) {
+  KILN_CALL(causal_attention, Tensor(const Tensor&, int64_t), qkv, heads);
+}
+Tensor2 causal_attention_forward(const Tensor& qkv, int64_t heads) {
+  KILN_CALL(causal_attention_forward, Tensor2(const Tensor&, int64_t), qkv, heads);
+}
+Tensor causal_attention_backward(const Tensor& grad, const Tensor& qkv, const Tensor& out,
+                                 const Tensor& lse, int64_t heads) {
+  KILN_CALL(causal_attention_backward,
+            Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t), grad, qkv,
+            out, lse, heads);
 }
 
 void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,

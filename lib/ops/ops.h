@@ -67,6 +67,20 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy_forward(const at::Tensor& logit
 at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits,
                                   const at::Tensor& target, const at::Tensor& lse);
 
+/// Causal self-attention of every head, fused (flash attention's scheme, bfloat16 on
+/// the CPU): qkv (B, T, 3C) holds q, k and v side by side, each C = heads·d wide and
+/// split into heads of d columns; returns (B, T, C), head h in columns h·d…h·d+d, of
+/// softmax(q·kᵀ/√d with key > query masked)·v. The layouts are those of a qkv
+/// projection's output and of the projection after attention, so neither side copies.
+/// Example: auto y = kiln::ops::causal_attention(qkv.view({b, t, 3 * c}), heads);
+at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads);
+/// (out, lse): the output and each (batch, head, query)'s log-sum-exp of its scaled
+/// scores, (B, heads, T) float32, kept for backward.
+std::tuple<at::Tensor, at::Tensor> causal_attention_forward(const at::Tensor& qkv, int64_t heads);
+/// dqkv (B, T, 3C) from grad (B, T, C) and the forward's qkv, out and lse.
+at::Tensor causal_attention_backward(const at::Tensor& grad, const at::Tensor& qkv,
+                                     const at::Tensor& out, const at::Tensor& lse, int64_t heads);
+
 /// One AdamW step, in place, over lists of tensors of one dtype and device
 /// (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i] of one shape), with the
 /// arithmetic of torch::optim::AdamW: p ← p·(1−lr·λ); m ← β1·m + (1−β1)·g;

@@ -1,0 +1,46 @@
+// causal_attention against the composite it replaces in kiln::nn::Gpt under CPU
+// bfloat16 autocast (q, k, v split into heads, baddbmm with the causal mask as bias,
+// softmax, bmm, the heads merged): forward alone, and forward + backward through
+// autograd ("train"). bfloat16 on the CPU only. The GPT's shape: T 128, 6 heads of
+// 32; n sets the batch, B = n / (T·C).
+#include <ATen/ops/baddbmm.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/softmax.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cases.h"
+#include "ops/ops.h"
+
+namespace {
+
+at::Tensor composite(const at::Tensor& qkv, int64_t heads) {
+  const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, d = c / heads;
+  const auto parts = qkv.view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4}).unbind(0);
+  auto bias = at::zeros({t, t}, qkv.options());
+  bias.masked_fill_(at::ones({t, t}, qkv.options().dtype(at::kBool)).triu(1), -INFINITY);
+  const auto scores = at::baddbmm(bias.expand({b * heads, t, t}), parts[0].reshape({b * heads, t, d}),
+                                  parts[1].reshape({b * heads, t, d}).transpose(1, 2), 1.0,
+                                  1.0 / std::sqrt(static_cast<double>(d)));
+  const auto a = at::bmm(at::softmax(scores, -1), parts[2].reshape({b * heads, t, d}));
+  return a.view({b, heads, t, d}).transpose(1, 2).reshape({b, t, c});
+}
+
+}  // namespace
+
+KILN_BENCH_CASES(attention) {
+  if (options.dtype() != at::kBFloat16 || !options.device().is_cpu()) return {};
+  constexpr int64_t kTime = 128, kHeads = 6, kWidth = 192;
+  const int64_t batch = std::max<int64_t>(1, n / (kTime * kWidth));
+  const auto qkv = at::randn({batch, kTime, 3 * kWidth}, options);
+  const auto grad = at::randn({batch, kTime, kWidth}, options);
+  const auto leaf = [qkv] { return qkv.detach().requires_grad_(true); };
+  return {
+      {"attention", "fwd", [=] { kiln::ops::causal_attention(qkv, kHeads); },
+       [=] { composite(qkv, kHeads); }},
+      {"attention", "train", [=] { kiln::ops::causal_attention(leaf(), kHeads).backward(grad); },
+       [=] { composite(leaf(), kHeads).backward(grad); }},
+  };
+}

@@ -1,0 +1,479 @@
+// Fused causal attention on the CPU for bfloat16, one head at a time: the head's q, k
+// and v (at most a few hundred KiB) are packed into per-thread scratch, the scores of
+// a block of kRows queries are computed, softmaxed and multiplied by v while they sit
+// in L1/L2, and the backward recomputes them from the saved log-sum-exp (flash
+// attention's scheme) instead of reading a (B·heads, T, T) matrix back from memory.
+// The composite it replaces (baddbmm, softmax, bmm and their backwards) wrote and read
+// that matrix about ten times a step and copied q, k, v and the output between
+// layouts; here q, k and v are read straight out of the qkv projection's output and
+// the output and the gradients are written straight into the layouts the next
+// products take.
+//
+// The products run on bfloat16 pairs with float32 sums: C[m][n] += A[m][2p]·B[p][n].lo
+// + A[m][2p+1]·B[p][n].hi, B packed as 32-bit words of two bfloat16 ("VNNI" layout),
+// which is what AVX512-BF16's vdpbf16ps computes for 16 columns at once; other CPUs
+// (and builds) run the same arithmetic in plain float loops. The softmax, its
+// gradient and every sum are float32; P and dS are rounded to bfloat16 before they
+// enter a product, as in any bf16 attention kernel.
+// Compiled once per CPU capability (KILN_CPU_NS = base | avx2 | avx512), without
+// OpenMP: the caller spreads the heads over threads (attention_cpu.cpp).
+#include "attention_kernel.h"
+
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/bit_cast.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "../cpu_exp.h"
+
+#if defined(CPU_CAPABILITY_AVX512)
+#include <immintrin.h>
+#endif
+
+namespace kiln::ops::cpu::KILN_CPU_NS {
+namespace {
+
+constexpr int64_t kRows = 32;  // queries per block: their scores are kRows × T floats
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+inline float to_float(uint16_t h) { return c10::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline uint16_t to_bf16(float f) { return c10::BFloat16(f).x; }  // round to nearest even
+inline uint32_t pair(uint16_t lo, uint16_t hi) { return lo | static_cast<uint32_t>(hi) << 16; }
+
+// y[0, n) = x[0, n) rounded to bfloat16.
+void round_row(const float* x, uint16_t* y, int64_t n) {
+  constexpr int64_t kW = VecF::size();
+  int64_t i = 0;
+  for (; i + 2 * kW <= n; i += 2 * kW)
+    at::vec::convert_float_bfloat16(VecF::loadu(x + i), VecF::loadu(x + i + kW)).store(y + i);
+  for (; i < n; ++i) y[i] = to_bf16(x[i]);
+}
+
+// y[0, n) = s · x[0, n) rounded to bfloat16.
+void round_row_scaled(const float* x, float s, uint16_t* y, int64_t n) {
+  constexpr int64_t kW = VecF::size();
+  const VecF vs(s);
+  int64_t i = 0;
+  for (; i + 2 * kW <= n; i += 2 * kW)
+    at::vec::convert_float_bfloat16(VecF::loadu(x + i) * vs, VecF::loadu(x + i + kW) * vs).store(y + i);
+  for (; i < n; ++i) y[i] = to_bf16(s * x[i]);
+}
+
+// Σ_j a[j]·b[j] over two bfloat16 rows, in float32.
+float dot_row(const uint16_t* a, const uint16_t* b, int64_t n) {
+  using VecB = at::vec::Vectorized<c10::BFloat16>;
+  constexpr int64_t kB = VecB::size();
+  VecF acc(0.0f);
+  for (int64_t j = 0; j < n; j += kB) {
+    const int64_t m = std::min(kB, n - j);
+    const auto [a0, a1] = at::vec::convert_bfloat16_float(VecB::loadu(a + j, m));
+    const auto [b0, b1] = at::vec::convert_bfloat16_float(VecB::loadu(b + j, m));
+    acc = at::vec::fmadd(a0, b0, acc);  // lanes past m load as zeros
+    acc = at::vec::fmadd(a1, b1, acc);
+  }
+  return at::vec::vec_reduce_all<float>([](VecF x, VecF y) { return x + y; }, acc);
+}
+
+// ---- C (M × N float32) (+)= A · B on bfloat16 pairs --------------------------------
+// A: M rows of np words (two bfloat16 each), lda words apart; B: np rows of N words,
+// ldb apart; C: ldc floats apart. M is a multiple of 8 and N of 16 (the callers pad).
+
+void dot_plain(const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ldb, int64_t np,
+               float* c, int64_t ldc, int64_t m_rows, int64_t n_cols, bool accumulate) {
+  for (int64_t m = 0; m < m_rows; ++m) {
+    float* crow = c + m * ldc;
+    if (!accumulate) std::fill(crow, crow + n_cols, 0.0f);
+    for (int64_t p = 0; p < np; ++p) {
+      const uint32_t w = a[m * lda + p];
+      const float a0 = to_float(static_cast<uint16_t>(w)), a1 = to_float(static_cast<uint16_t>(w >> 16));
+      const uint32_t* brow = b + p * ldb;
+      for (int64_t n = 0; n < n_cols; ++n)
+        crow[n] += a0 * to_float(static_cast<uint16_t>(brow[n])) +
+                   a1 * to_float(static_cast<uint16_t>(brow[n] >> 16));
+    }
+  }
+}
+
+#if defined(CPU_CAPABILITY_AVX512)
+#define KILN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// One MR × 16·NB tile of C: MR·NB accumulators, one vdpbf16ps each per word of A.
+template <int MR, int NB>
+KILN_BF16_TARGET inline void dot_tile(const uint32_t* a, int64_t lda, const uint32_t* b,
+                                      int64_t ldb, int64_t np, float* c, int64_t ldc,
+                                      bool accumulate) {
+  __m512 acc[MR][NB];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NB; ++j)
+      acc[i][j] = accumulate ? _mm512_loadu_ps(c + i * ldc + 16 * j) : _mm512_setzero_ps();
+  for (int64_t p = 0; p < np; ++p) {
+    __m512bh bv[NB];
+    for (int j = 0; j < NB; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + p * ldb + 16 * j);
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * lda + p]));
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NB; ++j) _mm512_storeu_ps(c + i * ldc + 16 * j, acc[i][j]);
+}
+
+// 4 × 64 tiles over the wide part of N (16 accumulators), then 8 × 32 and 8 × 16.
+KILN_BF16_TARGET void dot_bf16(const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ldb,
+                               int64_t np, float* c, int64_t ldc, int64_t m_rows, int64_t n_cols,
+                               bool accumulate) {
+  int64_t n = 0;
+  for (; n + 64 <= n_cols; n += 64)
+    for (int64_t m = 0; m < m_rows; m += 4)
+      dot_tile<4, 4>(a + m * lda, lda, b + n, ldb, np, c + m * ldc + n, ldc, accumulate);
+  for (; n + 32 <= n_cols; n += 32)
+    for (int64_t m = 0; m < m_rows; m += 8)
+      dot_tile<8, 2>(a + m * lda, lda, b + n, ldb, np, c + m * ldc + n, ldc, accumulate);
+  for (; n < n_cols; n += 16)
+    for (int64_t m = 0; m < m_rows; m += 8)
+      dot_tile<8, 1>(a + m * lda, lda, b + n, ldb, np, c + m * ldc + n, ldc, accumulate);
+}
+#endif
+
+void dot(bool bf16_dot, const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ldb, int64_t np,
+         float* c, int64_t ldc, int64_t m_rows, int64_t n_cols, bool accumulate) {
+#if defined(CPU_CAPABILITY_AVX512)
+  if (bf16_dot) return dot_bf16(a, lda, b, ldb, np, c, ldc, m_rows, n_cols, accumulate);
+#endif
+  (void)bf16_dot;
+  dot_plain(a, lda, b, ldb, np, c, ldc, m_rows, n_cols, accumulate);
+}
+
+// ---- packing one head's operands (zero past T rows and past d columns) -------------
+
+struct Head {
+  const uint16_t* base;  // element (t = 0, j = 0)
+  int64_t ld;            // elements between rows t and t + 1
+};
+
+// o[j] = (r0[j], r1[j]) for j < n: two bfloat16 rows interleaved into words.
+void interleave(const uint16_t* r0, const uint16_t* r1, uint32_t* o, int64_t n) {
+  int64_t j = 0;
+#if defined(CPU_CAPABILITY_AVX512)
+  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8,
+                                      39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  for (; j + 32 <= n; j += 32) {
+    const __m512i a = _mm512_loadu_si512(r0 + j), b = _mm512_loadu_si512(r1 + j);
+    _mm512_storeu_si512(o + j, _mm512_permutex2var_epi16(a, lo, b));
+    _mm512_storeu_si512(o + j + 16, _mm512_permutex2var_epi16(a, hi, b));
+  }
+#endif
+  for (; j < n; ++j) o[j] = pair(r0[j], r1[j]);
+}
+
+#if defined(CPU_CAPABILITY_AVX512)
+// r[c] = column c of the 16 × 16 block of 32-bit elements whose rows r held.
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      t[8 * i + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
+      t[8 * i + 4 + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k], 0xdd);
+    }
+  for (int k = 0; k < 8; ++k) {
+    r[k] = _mm512_shuffle_i32x4(t[k], t[8 + k], 0x88);
+    r[8 + k] = _mm512_shuffle_i32x4(t[k], t[8 + k], 0xdd);
+  }
+}
+#endif
+
+// out[c][r] = in[r][c] for r < rows, c < cols: 32-bit elements (words, or floats).
+void transpose32(const uint32_t* in, int64_t ld_in, int64_t rows, int64_t cols, uint32_t* out,
+                 int64_t ld_out) {
+  int64_t r0 = 0;
+#if defined(CPU_CAPABILITY_AVX512)
+  const int64_t c_done = cols - cols % 16;
+  for (; r0 + 16 <= rows; r0 += 16)
+    for (int64_t c0 = 0; c0 < c_done; c0 += 16) {
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(in + (r0 + i) * ld_in + c0);
+      transpose16(r);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_si512(out + (c0 + i) * ld_out + r0, r[i]);
+    }
+  for (int64_t r = 0; r < r0; ++r)  // the columns past the last 16 of the rows done
+    for (int64_t c = c_done; c < cols; ++c) out[c * ld_out + r] = in[r * ld_in + c];
+#endif
+  for (int64_t r = r0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[c * ld_out + r] = in[r * ld_in + c];
+}
+
+// rows (rows_pad × d_pad bfloat16): x's rows as they are, the A operand of x·(…).
+void pack_rows(Head x, int64_t t_len, int64_t d, int64_t rows_pad, int64_t d_pad, uint16_t* out) {
+  for (int64_t t = 0; t < t_len; ++t) {
+    uint16_t* o = out + t * d_pad;
+    const uint16_t* r = x.base + t * x.ld;
+#if defined(CPU_CAPABILITY_AVX512)
+    for (int64_t j = 0; j < d_pad; j += 32) {  // masked: no call to memcpy for 64 bytes
+      const int64_t m = std::clamp<int64_t>(d - j, 0, 32), n = std::min<int64_t>(d_pad - j, 32);
+      const __m512i v = _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << m) - 1), r + j);
+      _mm512_mask_storeu_epi16(o + j, static_cast<__mmask32>((uint64_t{1} << n) - 1), v);
+    }
+#else
+    for (int64_t j = 0; j < d; ++j) o[j] = r[j];
+    for (int64_t j = d; j < d_pad; ++j) o[j] = 0;
+#endif
+  }
+  std::fill(out + t_len * d_pad, out + rows_pad * d_pad, uint16_t{0});
+}
+
+// words (d_pad/2 × rows_pad): word [p][t] = (x[t][2p], x[t][2p+1]): the B operand of
+// (…)·xᵀ, whose sums run over d. rows is pack_rows' output: a transpose of its words.
+void pack_transposed_pairs(const uint16_t* rows, int64_t rows_pad, int64_t d_pad, uint32_t* out) {
+  transpose32(reinterpret_cast<const uint32_t*>(rows), d_pad / 2, rows_pad, d_pad / 2, out, rows_pad);
+}
+
+// words (rows_pad/2 × d_pad): word [p][j] = (x[2p][j], x[2p+1][j]): the B operand of
+// (…)·x, whose sums run over t. rows is pack_rows' output.
+void pack_row_pairs(const uint16_t* rows, int64_t rows_pad, int64_t d_pad, uint32_t* out) {
+  for (int64_t p = 0; p < rows_pad / 2; ++p)
+    interleave(rows + 2 * p * d_pad, rows + (2 * p + 1) * d_pad, out + p * d_pad, d_pad);
+}
+
+// words (d_pad × rows_pad/2): word [j][p] = (x[2p][j], x[2p+1][j]): xᵀ as the A
+// operand of xᵀ·(…), whose sums run over t. pairs is pack_row_pairs' output.
+void pack_transposed(const uint32_t* pairs, int64_t rows_pad, int64_t d_pad, uint32_t* out) {
+  transpose32(pairs, d_pad, rows_pad / 2, d_pad, out, rows_pad / 2);
+}
+
+// words (rows/2 × n): word [p][n] = (x[2p][n], x[2p+1][n]) of a bfloat16 block x
+// (rows × n, ldx apart): P and dS as the B operand of (…)ᵀ·P.
+void interleave_row_pairs(const uint16_t* x, int64_t ldx, int64_t rows, int64_t n, uint32_t* out,
+                          int64_t ldo) {
+  for (int64_t p = 0; p < rows / 2; ++p) interleave(x + 2 * p * ldx, x + (2 * p + 1) * ldx, out + p * ldo, n);
+}
+
+// ---- the softmax rows -------------------------------------------------------------
+
+float max_of(const float* s, int64_t len) {
+  constexpr int64_t kW = VecF::size();
+  VecF vm(-std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + kW <= len; j += kW) vm = at::vec::maximum(vm, VecF::loadu(s + j));
+  if (j < len) vm = at::vec::maximum(vm, VecF::set(vm, VecF::loadu(s + j, len - j), len - j));
+  return at::vec::vec_reduce_all<float>([](VecF x, VecF y) { return at::vec::maximum(x, y); }, vm);
+}
+
+// s[0, len) = exp(scale·s − top) in place; returns (top, their sum): softmax is
+// s / sum and the log-sum-exp of scale·s is top + log(sum).
+std::pair<float, float> exp_row(float* s, int64_t len, float scale) {
+  constexpr int64_t kW = VecF::size();
+  const float top = scale * max_of(s, len);  // scale > 0
+  const VecF vscale(scale), vtop(top);
+  VecF vsum(0.0f);
+  int64_t j = 0;
+  for (; j + kW <= len; j += kW) {
+    const VecF e = exp_clamped(at::vec::fmsub(VecF::loadu(s + j), vscale, vtop), 0.0f);
+    e.store(s + j);
+    vsum += e;
+  }
+  if (j < len) {  // the tail: exp of the loaded lanes, zeros added for the rest
+    const int64_t n = len - j;
+    const VecF e = exp_clamped(at::vec::fmsub(VecF::loadu(s + j, n), vscale, vtop), 0.0f);
+    e.store(s + j, n);
+    vsum += VecF::set(VecF(0.0f), e, n);
+  }
+  return {top, at::vec::vec_reduce_all<float>([](VecF x, VecF y) { return x + y; }, vsum)};
+}
+
+// p[0, len) = exp(scale·s − lse) in s, and dp = p·(dp − delta): the softmax's
+// gradient with respect to the scaled scores.
+void softmax_grad_row(float* s, float* dp, int64_t len, float scale, float lse, float delta) {
+  constexpr int64_t kW = VecF::size();
+  const VecF vscale(scale), vlse(lse), vdelta(delta);
+  for (int64_t j = 0; j < len; j += kW) {
+    const int64_t n = std::min(kW, len - j);
+    const VecF p = exp_clamped(at::vec::fmsub(VecF::loadu(s + j, n), vscale, vlse), 0.0f);
+    const VecF g = p * (VecF::loadu(dp + j, n) - vdelta);
+    if (n == kW) {
+      p.store(s + j);
+      g.store(dp + j);
+    } else {
+      p.store(s + j, n);
+      g.store(dp + j, n);
+    }
+  }
+}
+
+// ---- per-thread scratch and the two passes ------------------------------------------
+
+struct Sizes {
+  int64_t t, d, c, ld, t_pad, d_pad;
+  float scale;
+  explicit Sizes(const AttentionShape& s)
+      : t(s.time),
+        d(s.head_dim),
+        c(s.heads * s.head_dim),
+        ld(3 * s.heads * s.head_dim),
+        t_pad(round_up(s.time, kRows)),
+        d_pad(round_up(s.head_dim, 16)),
+        scale(static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)))) {}
+};
+
+inline const uint32_t* as_words(const uint16_t* x) { return reinterpret_cast<const uint32_t*>(x); }
+
+struct ForwardScratch {
+  std::vector<uint16_t> q, rows, p;
+  std::vector<uint32_t> kt, v;
+  std::vector<float> s, o;
+  explicit ForwardScratch(const Sizes& z)
+      : q(z.t_pad * z.d_pad), rows(z.t_pad * z.d_pad), p(kRows * z.t_pad), kt(z.d_pad / 2 * z.t_pad), v(z.t_pad / 2 * z.d_pad),
+        s(kRows * z.t_pad), o(kRows * z.d_pad) {}
+};
+
+void forward_head(const Sizes& z, const uint16_t* qkv, uint16_t* out, float* lse, bool bf16_dot,
+                  ForwardScratch& w) {
+  const Head q{qkv, z.ld}, k{qkv + z.c, z.ld}, v{qkv + 2 * z.c, z.ld};
+  pack_rows(q, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
+  pack_rows(k, z.t, z.d, z.t_pad, z.d_pad, w.rows.data());
+  pack_transposed_pairs(w.rows.data(), z.t_pad, z.d_pad, w.kt.data());
+  pack_rows(v, z.t, z.d, z.t_pad, z.d_pad, w.rows.data());
+  pack_row_pairs(w.rows.data(), z.t_pad, z.d_pad, w.v.data());
+  for (int64_t i0 = 0; i0 < z.t; i0 += kRows) {
+    const int64_t nk = i0 + kRows;  // the keys any of these queries sees, padded
+    dot(bf16_dot, as_words(w.q.data() + i0 * z.d_pad), z.d_pad / 2, w.kt.data(), z.t_pad, z.d_pad / 2,
+        w.s.data(), z.t_pad, kRows, nk, false);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t i = i0 + r;
+      float* s = w.s.data() + r * z.t_pad;
+      const int64_t len = i < z.t ? i + 1 : 0;  // query i sees keys 0..i
+      uint16_t* p = w.p.data() + r * z.t_pad;
+      if (len > 0) {
+        const auto [top, sum] = exp_row(s, len, z.scale);
+        lse[i] = top + std::log(sum);
+        round_row_scaled(s, 1.0f / sum, p, len);
+      }
+      std::fill(p + len, p + nk, uint16_t{0});
+    }
+    dot(bf16_dot, as_words(w.p.data()), z.t_pad / 2, w.v.data(), z.d_pad, nk / 2, w.o.data(), z.d_pad,
+        kRows, z.d_pad, false);
+    for (int64_t r = 0; r < kRows && i0 + r < z.t; ++r)
+      round_row(w.o.data() + r * z.d_pad, out + (i0 + r) * z.c, z.d);
+  }
+}
+
+struct BackwardScratch {
+  std::vector<uint16_t> q, g, rows, pb, dsb;
+  std::vector<uint32_t> qt, gt, pairs, kt, vt, k, pw, dsw;
+  std::vector<float> delta, s, dp, dq, dvt, dkt, rows_f;
+  explicit BackwardScratch(const Sizes& z)
+      : q(z.t_pad * z.d_pad), g(z.t_pad * z.d_pad), rows(z.t_pad * z.d_pad), pb(kRows * z.t_pad),
+        dsb(kRows * z.t_pad), qt(z.d_pad * z.t_pad / 2), gt(z.d_pad * z.t_pad / 2),
+        pairs(z.t_pad / 2 * z.d_pad), kt(z.d_pad / 2 * z.t_pad), vt(z.d_pad / 2 * z.t_pad),
+        k(z.t_pad / 2 * z.d_pad), pw(kRows / 2 * z.t_pad), dsw(kRows / 2 * z.t_pad), delta(z.t_pad),
+        s(kRows * z.t_pad), dp(kRows * z.t_pad), dq(kRows * z.d_pad), dvt(z.d_pad * z.t_pad),
+        dkt(z.d_pad * z.t_pad), rows_f(z.t_pad * z.d_pad) {}
+};
+
+// grad and out: (T, C) rows of this head's columns; dqkv like qkv.
+void backward_head(const Sizes& z, const uint16_t* grad, const uint16_t* qkv, const uint16_t* out,
+                   const float* lse, uint16_t* dqkv, bool bf16_dot, BackwardScratch& w) {
+  const Head q{qkv, z.ld}, k{qkv + z.c, z.ld}, v{qkv + 2 * z.c, z.ld}, g{grad, z.c};
+  pack_rows(q, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
+  pack_rows(g, z.t, z.d, z.t_pad, z.d_pad, w.g.data());
+  pack_row_pairs(w.q.data(), z.t_pad, z.d_pad, w.pairs.data());
+  pack_transposed(w.pairs.data(), z.t_pad, z.d_pad, w.qt.data());
+  pack_row_pairs(w.g.data(), z.t_pad, z.d_pad, w.pairs.data());
+  pack_transposed(w.pairs.data(), z.t_pad, z.d_pad, w.gt.data());
+  pack_rows(k, z.t, z.d, z.t_pad, z.d_pad, w.rows.data());
+  pack_transposed_pairs(w.rows.data(), z.t_pad, z.d_pad, w.kt.data());
+  pack_row_pairs(w.rows.data(), z.t_pad, z.d_pad, w.k.data());
+  pack_rows(v, z.t, z.d, z.t_pad, z.d_pad, w.rows.data());
+  pack_transposed_pairs(w.rows.data(), z.t_pad, z.d_pad, w.vt.data());
+  for (int64_t i = 0; i < z.t; ++i)  // delta_i = Σ_j dO[i][j]·O[i][j]
+    w.delta[i] = dot_row(grad + i * z.c, out + i * z.c, z.d);
+  std::fill(w.dvt.begin(), w.dvt.end(), 0.0f);
+  std::fill(w.dkt.begin(), w.dkt.end(), 0.0f);
+  for (int64_t i0 = 0; i0 < z.t; i0 += kRows) {
+    const int64_t nk = i0 + kRows;
+    dot(bf16_dot, as_words(w.q.data() + i0 * z.d_pad), z.d_pad / 2, w.kt.data(), z.t_pad, z.d_pad / 2,
+        w.s.data(), z.t_pad, kRows, nk, false);  // S = Q·Kᵀ
+    dot(bf16_dot, as_words(w.g.data() + i0 * z.d_pad), z.d_pad / 2, w.vt.data(), z.t_pad, z.d_pad / 2,
+        w.dp.data(), z.t_pad, kRows, nk, false);  // dP = dO·Vᵀ
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t i = i0 + r;
+      float* s = w.s.data() + r * z.t_pad;
+      float* dp = w.dp.data() + r * z.t_pad;
+      const int64_t len = i < z.t ? i + 1 : 0;
+      if (len > 0) softmax_grad_row(s, dp, len, z.scale, lse[i], w.delta[i]);
+      std::fill(s + len, s + nk, 0.0f);
+      std::fill(dp + len, dp + nk, 0.0f);
+      round_row(s, w.pb.data() + r * z.t_pad, nk);
+      round_row(dp, w.dsb.data() + r * z.t_pad, nk);
+    }
+    // dQ = dS·K·scale, complete for these queries.
+    dot(bf16_dot, as_words(w.dsb.data()), z.t_pad / 2, w.k.data(), z.d_pad, nk / 2, w.dq.data(), z.d_pad,
+        kRows, z.d_pad, false);
+    for (int64_t r = 0; r < kRows && i0 + r < z.t; ++r)
+      round_row_scaled(w.dq.data() + r * z.d_pad, z.scale, dqkv + (i0 + r) * z.ld, z.d);
+    // dVᵀ += dOᵀ·P and dKᵀ += Qᵀ·dS over this block's queries.
+    interleave_row_pairs(w.pb.data(), z.t_pad, kRows, nk, w.pw.data(), z.t_pad);
+    interleave_row_pairs(w.dsb.data(), z.t_pad, kRows, nk, w.dsw.data(), z.t_pad);
+    dot(bf16_dot, w.gt.data() + i0 / 2, z.t_pad / 2, w.pw.data(), z.t_pad, kRows / 2, w.dvt.data(),
+        z.t_pad, z.d_pad, nk, true);
+    dot(bf16_dot, w.qt.data() + i0 / 2, z.t_pad / 2, w.dsw.data(), z.t_pad, kRows / 2, w.dkt.data(),
+        z.t_pad, z.d_pad, nk, true);
+  }
+  // dKᵀ and dVᵀ (d_pad × T) back to rows, then rounded into dqkv.
+  for (const auto& [src, dst, scale] :
+       {std::tuple{w.dkt.data(), dqkv + z.c, z.scale}, std::tuple{w.dvt.data(), dqkv + 2 * z.c, 1.0f}}) {
+    transpose32(reinterpret_cast<const uint32_t*>(src), z.t_pad, z.d_pad, z.t_pad,
+                reinterpret_cast<uint32_t*>(w.rows_f.data()), z.d_pad);
+    for (int64_t n = 0; n < z.t; ++n) round_row_scaled(w.rows_f.data() + n * z.d_pad, scale, dst + n * z.ld, z.d);
+  }
+}
+
+}  // namespace
+
+void causal_attention_forward(const AttentionShape& shape, const void* qkv, void* out, float* lse,
+                              bool bf16_dot, int64_t begin, int64_t end) {
+  const Sizes z(shape);
+  const auto* x = static_cast<const uint16_t*>(qkv);
+  auto* y = static_cast<uint16_t*>(out);
+  ForwardScratch w(z);
+  for (int64_t bh = begin; bh < end; ++bh) {
+    const int64_t b = bh / shape.heads, h = bh % shape.heads;
+    forward_head(z, x + b * z.t * z.ld + h * z.d, y + b * z.t * z.c + h * z.d, lse + bh * z.t, bf16_dot, w);
+  }
+}
+
+void causal_attention_backward(const AttentionShape& shape, const void* grad, const void* qkv,
+                               const void* out, const float* lse, void* dqkv, bool bf16_dot,
+                               int64_t begin, int64_t end) {
+  const Sizes z(shape);
+  const auto* g = static_cast<const uint16_t*>(grad);
+  const auto* x = static_cast<const uint16_t*>(qkv);
+  const auto* y = static_cast<const uint16_t*>(out);
+  auto* dx = static_cast<uint16_t*>(dqkv);
+  BackwardScratch w(z);
+  for (int64_t bh = begin; bh < end; ++bh) {
+    const int64_t b = bh / shape.heads, h = bh % shape.heads;
+    const int64_t rows = b * z.t;
+    backward_head(z, g + rows * z.c + h * z.d, x + rows * z.ld + h * z.d, y + rows * z.c + h * z.d,
+                  lse + bh * z.t, dx + rows * z.ld + h * z.d, bf16_dot, w);
+  }
+}
+
+}  // namespace kiln::ops::cpu::KILN_CPU_NS
