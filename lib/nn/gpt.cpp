@@ -71,12 +71,14 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 // Whether a block's attention runs kiln's fused kernel (kiln::causal_attention,
 // docs/ops.md) on qkv (B·T, 3C): on the CPU under bfloat16 autocast, where the CPU has
-// AVX512-BF16 (without it the composite's oneDNN products are the faster), unless
+// AVX512-BF16 and no AMX (without the first the kernel's products are float loops; with
+// AMX oneDNN's products in the composite may well be the faster: not measured), unless
 // KILN_CPU_ATTENTION=composite. The caller checks what the kernel does not do (a KV
 // cache, dropout on the attention weights).
 bool fused_attention_applies(const at::Tensor& qkv) {
-  static const bool allowed =
-      util::env_switch("KILN_CPU_ATTENTION", {"auto", "composite"}) == 0 && kiln::ops::cpu_has_avx512_bf16();
+  static const bool allowed = util::env_switch("KILN_CPU_ATTENTION", {"auto", "composite"}) == 0 &&
+                              kiln::ops::cpu_has_avx512_bf16() &&
+                              kiln::ops::cpu_bf16_matmul() != kiln::ops::CpuBf16Matmul::kMatrixUnits;
   return allowed && qkv.is_cpu() && at::autocast::is_autocast_enabled(at::kCPU) &&
          at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16;
 }
