@@ -14,7 +14,9 @@
 // which is what AVX512-BF16's vdpbf16ps computes for 16 columns at once; other CPUs
 // (and builds) run the same arithmetic in plain float loops. The softmax, its
 // gradient and every sum are float32; P and dS are rounded to bfloat16 before they
-// enter a product, as in any bf16 attention kernel.
+// enter a product, as in any bf16 attention kernel. The forward rounds the exps
+// themselves and divides the output row by their sum (flash attention's order): one
+// pass over a row of scores after its maximum's, where exp, divide and round were three.
 // Compiled once per CPU capability (KILN_CPU_NS = base | avx2 | avx512), without
 // OpenMP: the caller spreads the heads over threads (attention_cpu.cpp).
 #include "attention_kernel.h"
@@ -46,11 +48,6 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline float to_float(uint16_t h) { return c10::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 inline uint16_t to_bf16(float f) { return c10::BFloat16(f).x; }  // round to nearest even
 inline uint32_t pair(uint16_t lo, uint16_t hi) { return lo | static_cast<uint32_t>(hi) << 16; }
-
-// y[0, n) = x[0, n) rounded to bfloat16: at::vec's own vectorised conversion.
-void round_row(const float* x, uint16_t* y, int64_t n) {
-  at::vec::convert(x, reinterpret_cast<c10::BFloat16*>(y), n);
-}
 
 // y[0, n) = s · x[0, n) rounded to bfloat16.
 void round_row_scaled(const float* x, float s, uint16_t* y, int64_t n) {
@@ -272,44 +269,57 @@ float max_of(const float* s, int64_t len) {
   return at::vec::vec_reduce_all<float>([](VecF x, VecF y) { return at::vec::maximum(x, y); }, vm);
 }
 
-// s[0, len) = exp(scale·s − top) in place; returns (top, their sum): softmax is
-// s / sum and the log-sum-exp of scale·s is top + log(sum).
-std::pair<float, float> exp_row(float* s, int64_t len, float scale) {
+// The rows below are processed in blocks of kPair floats, rounded to bfloat16 two
+// vectors at a time; the padded row lengths (multiples of kRows) are multiples of it.
+constexpr int64_t kPair = 2 * VecF::size();
+static_assert(kRows % kPair == 0);
+
+// The lanes j < len of the vector at x + j0, zeros for the rest: nothing past len is
+// read (past it the score rows hold the products of keys a query does not see).
+inline int64_t lanes(int64_t j0, int64_t len) { return std::clamp<int64_t>(len - j0, 0, VecF::size()); }
+inline VecF load_lanes(const float* x, int64_t n) {
+  return n == VecF::size() ? VecF::loadu(x) : n == 0 ? VecF(0.0f) : VecF::loadu(x, n);
+}
+
+// exp(scale·s[j] − shift) for the lanes j < len of the vector at s + j0, zeros after.
+inline VecF exp_lanes(const float* s, int64_t j0, int64_t len, VecF scale, VecF shift) {
+  const int64_t n = lanes(j0, len);
+  if (n == 0) return VecF(0.0f);
+  const VecF e = exp_clamped(at::vec::fmsub(load_lanes(s + j0, n), scale, shift), 0.0f);
+  return n == VecF::size() ? e : VecF::set(VecF(0.0f), e, n);
+}
+
+// p[0, nk) = exp(scale·s − top) rounded to bfloat16 for j < len and zero after, top
+// the row's largest scaled score; returns (top, the sum of the exps before rounding).
+// The division by that sum is left to the output row (flash attention's order): one
+// pass over the scores after the maximum's instead of three.
+std::pair<float, float> exp_round_row(const float* s, int64_t len, int64_t nk, float scale,
+                                      uint16_t* p) {
   constexpr int64_t kW = VecF::size();
   const float top = scale * max_of(s, len);  // scale > 0
   const VecF vscale(scale), vtop(top);
   VecF vsum(0.0f);
-  int64_t j = 0;
-  for (; j + kW <= len; j += kW) {
-    const VecF e = exp_clamped(at::vec::fmsub(VecF::loadu(s + j), vscale, vtop), 0.0f);
-    e.store(s + j);
-    vsum += e;
-  }
-  if (j < len) {  // the tail: exp of the loaded lanes, zeros added for the rest
-    const int64_t n = len - j;
-    const VecF e = exp_clamped(at::vec::fmsub(VecF::loadu(s + j, n), vscale, vtop), 0.0f);
-    e.store(s + j, n);
-    vsum += VecF::set(VecF(0.0f), e, n);
+  for (int64_t j = 0; j < nk; j += kPair) {
+    const VecF e0 = exp_lanes(s, j, len, vscale, vtop), e1 = exp_lanes(s, j + kW, len, vscale, vtop);
+    vsum += e0 + e1;
+    at::vec::convert_float_bfloat16(e0, e1).store(p + j);
   }
   return {top, at::vec::vec_reduce_all<float>([](VecF x, VecF y) { return x + y; }, vsum)};
 }
 
-// p[0, len) = exp(scale·s − lse) in s, and dp = p·(dp − delta): the softmax's
-// gradient with respect to the scaled scores.
-void softmax_grad_row(float* s, float* dp, int64_t len, float scale, float lse, float delta) {
+// The softmax's gradient with respect to the scaled scores, rounded for the products:
+// p = exp(scale·s − lse) and ds = p·(dp − delta) for j < len, zero after, into pb and
+// dsb [0, nk) as bfloat16.
+void softmax_grad_round_row(const float* s, const float* dp, int64_t len, int64_t nk, float scale,
+                            float lse, float delta, uint16_t* pb, uint16_t* dsb) {
   constexpr int64_t kW = VecF::size();
   const VecF vscale(scale), vlse(lse), vdelta(delta);
-  for (int64_t j = 0; j < len; j += kW) {
-    const int64_t n = std::min(kW, len - j);
-    const VecF p = exp_clamped(at::vec::fmsub(VecF::loadu(s + j, n), vscale, vlse), 0.0f);
-    const VecF g = p * (VecF::loadu(dp + j, n) - vdelta);
-    if (n == kW) {
-      p.store(s + j);
-      g.store(dp + j);
-    } else {
-      p.store(s + j, n);
-      g.store(dp + j, n);
-    }
+  for (int64_t j = 0; j < nk; j += kPair) {
+    const VecF p0 = exp_lanes(s, j, len, vscale, vlse), p1 = exp_lanes(s, j + kW, len, vscale, vlse);
+    const VecF g0 = p0 * (load_lanes(dp + j, lanes(j, len)) - vdelta),
+               g1 = p1 * (load_lanes(dp + j + kW, lanes(j + kW, len)) - vdelta);
+    at::vec::convert_float_bfloat16(p0, p1).store(pb + j);
+    at::vec::convert_float_bfloat16(g0, g1).store(dsb + j);
   }
 }
 
@@ -351,22 +361,24 @@ void forward_head(const Sizes& z, const uint16_t* qkv, uint16_t* out, float* lse
     const int64_t nk = i0 + kRows;  // the keys any of these queries sees, padded
     dot(bf16_dot, as_words(w.q.data() + i0 * z.d_pad), z.d_pad / 2, w.kt.data(), z.t_pad, z.d_pad / 2,
         w.s.data(), z.t_pad, kRows, nk, false);
+    float top[kRows], sum[kRows];
     for (int64_t r = 0; r < kRows; ++r) {
       const int64_t i = i0 + r;
-      float* s = w.s.data() + r * z.t_pad;
       const int64_t len = i < z.t ? i + 1 : 0;  // query i sees keys 0..i
-      uint16_t* p = w.p.data() + r * z.t_pad;
-      if (len > 0) {
-        const auto [top, sum] = exp_row(s, len, z.scale);
-        lse[i] = top + std::log(sum);
-        round_row_scaled(s, 1.0f / sum, p, len);
-      }
-      std::fill(p + len, p + nk, uint16_t{0});
+      std::tie(top[r], sum[r]) = len > 0 ? exp_round_row(w.s.data() + r * z.t_pad, len, nk, z.scale,
+                                                         w.p.data() + r * z.t_pad)
+                                         : std::pair{0.0f, 1.0f};
+      if (len == 0) std::fill_n(w.p.data() + r * z.t_pad, nk, uint16_t{0});
+    }
+    for (int64_t r = 0; r < kRows; r += VecF::size()) {  // lse = top + log(sum), kRows at once
+      const VecF l = VecF::loadu(top + r) + VecF::loadu(sum + r).log();
+      const int64_t n = std::clamp<int64_t>(z.t - (i0 + r), 0, VecF::size());
+      if (n > 0) l.store(lse + i0 + r, n);
     }
     dot(bf16_dot, as_words(w.p.data()), z.t_pad / 2, w.v.data(), z.d_pad, nk / 2, w.o.data(), z.d_pad,
         kRows, z.d_pad, false);
-    for (int64_t r = 0; r < kRows && i0 + r < z.t; ++r)
-      round_row(w.o.data() + r * z.d_pad, out + (i0 + r) * z.c, z.d);
+    for (int64_t r = 0; r < kRows && i0 + r < z.t; ++r)  // the softmax's division, here
+      round_row_scaled(w.o.data() + r * z.d_pad, 1.0f / sum[r], out + (i0 + r) * z.c, z.d);
   }
 }
 
@@ -410,14 +422,10 @@ void backward_head(const Sizes& z, const uint16_t* grad, const uint16_t* qkv, co
         w.dp.data(), z.t_pad, kRows, nk, false);  // dP = dO·Vᵀ
     for (int64_t r = 0; r < kRows; ++r) {
       const int64_t i = i0 + r;
-      float* s = w.s.data() + r * z.t_pad;
-      float* dp = w.dp.data() + r * z.t_pad;
-      const int64_t len = i < z.t ? i + 1 : 0;
-      if (len > 0) softmax_grad_row(s, dp, len, z.scale, lse[i], w.delta[i]);
-      std::fill(s + len, s + nk, 0.0f);
-      std::fill(dp + len, dp + nk, 0.0f);
-      round_row(s, w.pb.data() + r * z.t_pad, nk);
-      round_row(dp, w.dsb.data() + r * z.t_pad, nk);
+      const int64_t len = i < z.t ? i + 1 : 0;  // len 0: all zeros, lse and delta unread
+      softmax_grad_round_row(w.s.data() + r * z.t_pad, w.dp.data() + r * z.t_pad, len, nk, z.scale,
+                             len > 0 ? lse[i] : 0.0f, len > 0 ? w.delta[i] : 0.0f,
+                             w.pb.data() + r * z.t_pad, w.dsb.data() + r * z.t_pad);
     }
     // dQ = dS·K·scale, complete for these queries.
     dot(bf16_dot, as_words(w.dsb.data()), z.t_pad / 2, w.k.data(), z.d_pad, nk / 2, w.dq.data(), z.d_pad,
