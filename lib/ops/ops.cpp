@@ -16,7 +16,7 @@ TORCH_LIBRARY(kiln, m) {
   m.def("bias_gelu(Tensor x, Tensor b) -> Tensor");
   m.def("bias_gelu_backward(Tensor grad, Tensor x, Tensor b) -> (Tensor, Tensor)");
   m.def("scaled_add(Tensor x, Tensor y, float alpha) -> Tensor");
-  m.def("scaled_add_backward(Tensor(a) grad, float alpha) -> (Tensor, Tensor(a))");
+  m.def("scaled_add_backward(Tensor(a) grad, float alpha, ScalarType? x_dtype=None) -> (Tensor, Tensor(a))");
   m.def("linear(Tensor x, Tensor w, Tensor? b) -> Tensor");
   m.def("linear_gelu(Tensor x, Tensor w, Tensor? b) -> Tensor");
   m.def("linear_gelu_forward(Tensor x, Tensor w, Tensor? b) -> (Tensor, Tensor)");
@@ -86,8 +86,9 @@ Tensor2 bias_gelu_backward(const Tensor& grad, const Tensor& x, const Tensor& b)
 Tensor scaled_add(const Tensor& x, const Tensor& y, double alpha) {
   KILN_CALL(scaled_add, Tensor(const Tensor&, const Tensor&, double), x, y, alpha);
 }
-Tensor2 scaled_add_backward(const Tensor& grad, double alpha) {
-  KILN_CALL(scaled_add_backward, Tensor2(const Tensor&, double), grad, alpha);
+Tensor2 scaled_add_backward(const Tensor& grad, double alpha, std::optional<at::ScalarType> x_dtype) {
+  KILN_CALL(scaled_add_backward, Tensor2(const Tensor&, double, std::optional<at::ScalarType>), grad,
+            alpha, x_dtype);
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const OptTensor& b) {

@@ -37,10 +37,14 @@ at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& b);
 std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, const at::Tensor& x,
                                                       const at::Tensor& b);
 
-/// alpha·x + y, x and y of one shape and dtype. Example: auto z = kiln::ops::scaled_add(x, y, 2.0);
+/// alpha·x + y, x and y of one shape and dtype, or one float32 and the other float16 or
+/// bfloat16 (computed and returned in float32, as ATen's add promotes, without a float32
+/// copy of the half one). Example: auto z = kiln::ops::scaled_add(x, y, 2.0);
 at::Tensor scaled_add(const at::Tensor& x, const at::Tensor& y, double alpha);
-/// (alpha·grad, grad), the gradients of scaled_add for x and y.
-std::tuple<at::Tensor, at::Tensor> scaled_add_backward(const at::Tensor& grad, double alpha);
+/// (alpha·grad, grad), the gradients of scaled_add for x and y; with x_dtype (a half
+/// type, grad float32: a mixed forward's) the first is rounded to it in the same pass.
+std::tuple<at::Tensor, at::Tensor> scaled_add_backward(const at::Tensor& grad, double alpha,
+                                                       std::optional<at::ScalarType> x_dtype = std::nullopt);
 
 /// x·wᵀ + b; x: (B, K), w: (N, K), b: (N) or none. Example: auto y = kiln::ops::linear(x, w, b);
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);

@@ -127,11 +127,18 @@ TEST_CASE("scaled_add rejects bad input with a message naming the argument",
   REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}), at::ones({4}), 1.0),
                       Catch::Contains("kiln::scaled_add: y: expected shape [3] (the shape of x)") &&
                           Catch::Contains("got [4]"));
-  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}), at::ones({3}, at::kBFloat16), 1.0),
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}), at::ones({3}, at::kDouble), 1.0),
                       Catch::Contains("kiln::scaled_add: y: expected dtype Float (the dtype of x)") &&
-                          Catch::Contains("got BFloat16"));
+                          Catch::Contains("got Double"));
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}, at::kHalf), at::ones({3}, at::kBFloat16), 1.0),
+                      Catch::Contains("kiln::scaled_add: y: expected dtype Half (the dtype of x)"));
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}), at::ones({4}, at::kBFloat16), 1.0),
+                      Catch::Contains("kiln::scaled_add: y: expected shape [3] (the shape of x)"));
   REQUIRE_THROWS_WITH(kiln::ops::scaled_add_backward(at::ones({3}, at::kLong), 1.0),
                       Catch::Contains("kiln::scaled_add_backward: grad: expected a floating-point"));
+  REQUIRE_THROWS_WITH(kiln::ops::scaled_add_backward(at::ones({3}, at::kBFloat16), 1.0, at::kFloat),
+                      Catch::Contains("kiln::scaled_add_backward: x_dtype: expected grad's dtype "
+                                      "(BFloat16) or, with a Float grad, Half or BFloat16, got Float"));
   if (torch::cuda::is_available())
     REQUIRE_THROWS_WITH(kiln::ops::scaled_add(at::ones({3}), at::ones({3}).cuda(), 1.0),
                         Catch::Contains("kiln::scaled_add: y: expected device cpu"));
@@ -149,6 +156,16 @@ TEST_CASE("scaled_add on CUDA matches CPU for every dtype", "[ops][scaled_add][c
             return {kiln::ops::scaled_add(in[0], in[1], -2.5), gx, gy};
           },
           {x, y}, tolerance_for(dtype));
+    }
+    // float32 with a half type, and the half-type gradient of the backward op.
+    if (dtype == at::kFloat) {
+      const auto f = at::randn({1001}), h = at::randn({1001}).to(at::kBFloat16);
+      kiln::test::require_cuda_matches_cpu(
+          [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+            const auto [gx, gy] = kiln::ops::scaled_add_backward(in[0], 0.5, at::kBFloat16);
+            return {kiln::ops::scaled_add(in[1], in[0], 2.0), gx};
+          },
+          {f, h}, tolerance_for(at::kBFloat16));
     }
     // Unaligned views take the scalar path.
     const auto x = at::randn({1001}).to(dtype), y = at::randn({1001}).to(dtype);
@@ -178,7 +195,55 @@ TEST_CASE("under CPU autocast scaled_add promotes mixed dtypes", "[ops][scaled_a
   const auto tol = tolerance_for(at::kFloat);
   KILN_REQUIRE_CLOSE(mixed, reference(x, yb, 2.0), tol.rtol, tol.atol);
   KILN_REQUIRE_CLOSE(mixed_rev, reference(yb, x, 2.0), tol.rtol, tol.atol);
-  // Outside autocast the same call is an error.
-  REQUIRE_THROWS_WITH(kiln::ops::scaled_add(x, yb, 2.0),
-                      Catch::Contains("kiln::scaled_add: y: expected dtype Float"));
+  // Outside autocast the kernels take the same pair as it is, with the same result.
+  REQUIRE(at::equal(kiln::ops::scaled_add(x, yb, 2.0), mixed));
+}
+
+TEST_CASE("scaled_add takes float32 with a half type in float32, gradients in each input's dtype",
+          "[ops][scaled_add]") {
+  for (const auto low : {at::kHalf, at::kBFloat16}) {
+    for (const int64_t n : kSizes) {
+      for (const bool low_first : {true, false}) {
+        INFO("half type " << low << ", n " << n << ", half type first " << low_first);
+        const auto h = at::randn({n}).to(low), f = at::randn({n});
+        const auto& x = low_first ? h : f;
+        const auto& y = low_first ? f : h;
+        const auto z = kiln::ops::scaled_add(x, y, -0.37);
+        REQUIRE(z.scalar_type() == at::kFloat);
+        // One float32 fused multiply-add on the widened values, as a float32 copy gives.
+        REQUIRE(at::equal(z, kiln::ops::scaled_add(x.to(at::kFloat), y.to(at::kFloat), -0.37)));
+        // Gradients: each in its input's dtype, x's rounded once from alpha·grad.
+        const auto xl = x.detach().requires_grad_(true), yl = y.detach().requires_grad_(true);
+        const auto g = at::randn({n});
+        kiln::ops::scaled_add(xl, yl, -0.37).backward(g);
+        REQUIRE(xl.grad().scalar_type() == x.scalar_type());
+        REQUIRE(yl.grad().scalar_type() == y.scalar_type());
+        REQUIRE(at::equal(xl.grad(), (g * -0.37).to(x.scalar_type())));
+        REQUIRE(at::equal(yl.grad(), g.to(y.scalar_type())));
+      }
+    }
+    // The backward op alone: x's gradient in x_dtype, y's grad itself.
+    const auto g = at::randn({70001});
+    const auto [gx, gy] = kiln::ops::scaled_add_backward(g, 2.5, low);
+    REQUIRE(gx.scalar_type() == low);
+    REQUIRE(at::equal(gx, (g * 2.5).to(low)));
+    REQUIRE(gy.is_same(g));
+  }
+  // Laid out alike whatever the inputs' layouts: a transposed float32 y.
+  const auto x = at::randn({40, 30}).to(at::kBFloat16), y = at::randn({30, 40}).t();
+  REQUIRE(at::equal(kiln::ops::scaled_add(x, y, 2.0), kiln::ops::scaled_add(x.to(at::kFloat), y.contiguous(), 2.0)));
+  // Meta: the float32 output and the half-type gradient, without data.
+  const auto meta = at::TensorOptions().device(at::kMeta);
+  REQUIRE(kiln::ops::scaled_add(at::empty({5, 3}, meta.dtype(at::kHalf)), at::empty({5, 3}, meta), 1.0)
+              .scalar_type() == at::kFloat);
+  REQUIRE(std::get<0>(kiln::ops::scaled_add_backward(at::empty({5, 3}, meta), 1.0, at::kBFloat16))
+              .scalar_type() == at::kBFloat16);
+  // Double backward through a mixed pair: d(alpha·gx + gy)/dgrad in grad's dtype.
+  const auto xl = at::randn({64}).to(at::kBFloat16).requires_grad_(true), yl = at::randn({64}).requires_grad_(true);
+  const auto g = at::randn({64}).requires_grad_(true);
+  const auto z = kiln::ops::scaled_add(xl, yl, 3.0);
+  const auto grads = torch::autograd::grad({z}, {xl, yl}, {g}, true, true);
+  const auto dg = torch::autograd::grad({grads[0].to(at::kFloat).sum() + grads[1].sum()}, {g});
+  REQUIRE(dg[0].scalar_type() == at::kFloat);
+  REQUIRE(at::allclose(dg[0], at::full({64}, 4.0)));
 }

@@ -5,12 +5,17 @@
 #include <torch/library.h>
 
 #include "../op_support.h"
+#include "scaled_add_args.h"
 #include "scaled_add_kernel.h"
 
 namespace kiln::ops {
 namespace {
 
 at::Tensor scaled_add_cuda(const at::Tensor& x, const at::Tensor& y, double alpha) {
+  if (is_mixed_pair(x, y)) {  // float32 with a half type: the half side widened first
+    mixed_pair("kiln::scaled_add", x, y);  // the checks
+    return scaled_add_cuda(x.to(at::kFloat), y.to(at::kFloat), alpha);
+  }
   auto e = elementwise("kiln::scaled_add", "x", x, "y", y);
   const c10::cuda::CUDAGuard device_guard(x.device());
   if (e.a.numel() > 0)
@@ -20,8 +25,15 @@ at::Tensor scaled_add_cuda(const at::Tensor& x, const at::Tensor& y, double alph
   return e.out;
 }
 
-// (alpha·grad, grad): the second gradient is grad itself, as in ATen's add backward.
-std::tuple<at::Tensor, at::Tensor> scaled_add_backward_cuda(const at::Tensor& grad, double alpha) {
+// (alpha·grad, grad): the second gradient is grad itself, as in ATen's add backward;
+// the first in x_dtype (a half type for a mixed forward's float32 grad).
+std::tuple<at::Tensor, at::Tensor> scaled_add_backward_cuda(const at::Tensor& grad, double alpha,
+                                                            std::optional<at::ScalarType> x_dtype) {
+  const auto gx_dtype = x_grad_dtype("kiln::scaled_add_backward", grad, x_dtype);
+  if (gx_dtype != grad.scalar_type()) {
+    auto [gx, g] = scaled_add_backward_cuda(grad, alpha, std::nullopt);
+    return {gx.to(gx_dtype), g};
+  }
   auto e = elementwise("kiln::scaled_add_backward", "grad", grad);
   const c10::cuda::CUDAGuard device_guard(grad.device());
   if (e.x.numel() > 0)

@@ -17,6 +17,16 @@ KILN_DECLARE_CPU_KERNEL(scaled_add_forward,
 // out[i] = alpha·grad[i]: the gradient for x (the one for y is grad itself).
 KILN_DECLARE_CPU_KERNEL(scaled_add_scale,
                         (DType dtype, const void* grad, void* out, int64_t n, double alpha, Stores stores))
+// out[i] = alpha·x[i] + y[i] in float32 where one input is float32 and the other of the
+// half type `low` (float16 or bfloat16): `x_low` says which. The half values are
+// widened in registers: no float32 copy of them is made.
+KILN_DECLARE_CPU_KERNEL(scaled_add_forward_mixed,
+                        (DType low, bool x_low, const void* x, const void* y, float* out, int64_t n,
+                         double alpha))
+// out[i] = alpha·grad[i] rounded once to the half type `low`, grad float32: the
+// gradient for a half-type x of a mixed scaled_add, in one pass.
+KILN_DECLARE_CPU_KERNEL(scaled_add_scale_to,
+                        (DType low, const float* grad, void* out, int64_t n, double alpha))
 }  // namespace cpu
 
 namespace cuda {
