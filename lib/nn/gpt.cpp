@@ -174,6 +174,14 @@ void NormImpl::reset() {
 
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   if (kind == "rmsnorm") return traced(*this, at::rms_norm(x, {width}, weight, kNormEps));
+  // Under CPU autocast to a half type a float32 stream is normalised straight into that
+  // type by kiln's layer norm: every norm here feeds a product, which would cast it
+  // (one pass less each way, and half the bytes written and read back).
+  if (x.is_cpu() && x.scalar_type() == at::kFloat && at::autocast::is_autocast_enabled(at::kCPU)) {
+    const auto low = at::autocast::get_autocast_dtype(at::kCPU);
+    if (low == at::kBFloat16 || low == at::kHalf)
+      return traced(*this, kiln::ops::layer_norm(x, weight, bias, kNormEps, low));
+  }
   return traced(*this, at::layer_norm(x, {width}, weight, bias, kNormEps));
 }
 

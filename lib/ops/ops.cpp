@@ -27,6 +27,9 @@ TORCH_LIBRARY(kiln, m) {
   m.def("causal_attention(Tensor qkv, int heads) -> Tensor");
   m.def("causal_attention_forward(Tensor qkv, int heads) -> (Tensor, Tensor)");
   m.def("causal_attention_backward(Tensor grad, Tensor qkv, Tensor out, Tensor lse, int heads) -> Tensor");
+  m.def("layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps, ScalarType? out_dtype=None) -> Tensor");
+  m.def("layer_norm_forward(Tensor x, Tensor? weight, Tensor? bias, float eps, ScalarType? out_dtype=None) -> (Tensor, Tensor, Tensor)");
+  m.def("layer_norm_backward(Tensor grad, Tensor x, Tensor? weight, Tensor mean, Tensor rstd, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
   m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, "
         "Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, "
         "float eps, int step) -> ()");
@@ -130,6 +133,24 @@ Tensor causal_attention_backward(const Tensor& grad, const Tensor& qkv, const Te
   KILN_CALL(causal_attention_backward,
             Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t), grad, qkv,
             out, lse, heads);
+}
+
+using OptTensor = std::optional<Tensor>;
+using OptDtype = std::optional<at::ScalarType>;
+Tensor layer_norm(const Tensor& x, const OptTensor& weight, const OptTensor& bias, double eps, OptDtype out_dtype) {
+  KILN_CALL(layer_norm, Tensor(const Tensor&, const OptTensor&, const OptTensor&, double, OptDtype), x, weight,
+            bias, eps, out_dtype);
+}
+Tensor3 layer_norm_forward(const Tensor& x, const OptTensor& weight, const OptTensor& bias, double eps,
+                           OptDtype out_dtype) {
+  KILN_CALL(layer_norm_forward, Tensor3(const Tensor&, const OptTensor&, const OptTensor&, double, OptDtype), x,
+            weight, bias, eps, out_dtype);
+}
+Tensor3 layer_norm_backward(const Tensor& grad, const Tensor& x, const OptTensor& weight, const Tensor& mean,
+                            const Tensor& rstd, std::array<bool, 3> output_mask) {
+  KILN_CALL(layer_norm_backward,
+            Tensor3(const Tensor&, const Tensor&, const OptTensor&, const Tensor&, const Tensor&, std::array<bool, 3>),
+            grad, x, weight, mean, rstd, output_mask);
 }
 
 void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,

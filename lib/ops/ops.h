@@ -85,6 +85,27 @@ std::tuple<at::Tensor, at::Tensor> causal_attention_forward(const at::Tensor& qk
 at::Tensor causal_attention_backward(const at::Tensor& grad, const at::Tensor& qkv,
                                      const at::Tensor& out, const at::Tensor& lse, int64_t heads);
 
+/// Layer norm over x's last dimension: (x − mean)·rstd·weight + bias, rstd =
+/// 1/√(var + eps), weight and bias (C) of x's dtype or none. The output is in x's dtype
+/// or, with out_dtype float16/bfloat16 for a float32 x, rounded once into that: a
+/// float32 residual stream normalised straight into the bfloat16 a product under
+/// autocast takes (the CPU kernel does it in one pass; CUDA runs ATen's and casts).
+/// Its gradient comes back in x's dtype. Example:
+/// auto h = kiln::ops::layer_norm(x, w, b, 1e-5, at::kBFloat16);
+at::Tensor layer_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                      const std::optional<at::Tensor>& bias, double eps,
+                      std::optional<at::ScalarType> out_dtype = std::nullopt);
+/// (y, mean, rstd): mean and rstd of x's shape without its last dimension, float32
+/// (float64 for a float64 x), kept for backward.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward(
+    const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    double eps, std::optional<at::ScalarType> out_dtype = std::nullopt);
+/// (dx, dweight, dbias) from grad (the output's dtype) and the forward's x, weight,
+/// mean and rstd, each where output_mask asks (dweight needs a weight).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
+    const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+    const at::Tensor& mean, const at::Tensor& rstd, std::array<bool, 3> output_mask);
+
 /// One AdamW step, in place, over lists of tensors of one dtype and device
 /// (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i] of one shape), with the
 /// arithmetic of torch::optim::AdamW: p ← p·(1−lr·λ); m ← β1·m + (1−β1)·g;

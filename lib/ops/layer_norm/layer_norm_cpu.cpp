@@ -1,0 +1,86 @@
+// CPU kernels of kiln::layer_norm_forward and kiln::layer_norm_backward: the checks,
+// contiguous operands and outputs around the vectorised row kernels, the rows spread
+// over threads; the backward's weight and bias gradients are summed per thread, then
+// over threads.
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include "layer_norm_args.h"
+#include "layer_norm_kernel.h"
+
+namespace kiln::ops {
+namespace {
+
+// Rows per task: a few hundred KiB of a (…, 192) float32 input.
+constexpr int64_t kRowGrain = 64;
+
+const void* data_or_null(const std::optional<at::Tensor>& t) {
+  return t && t->defined() ? t->const_data_ptr() : nullptr;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward_cpu(
+    const at::Tensor& x, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    double eps, std::optional<at::ScalarType> out_dtype) {
+  const char* op = "kiln::layer_norm_forward";
+  const auto z = layer_norm_sizes(op, x, weight, bias, eps);
+  const auto y_dtype = layer_norm_out_dtype(op, x, out_dtype);
+  const auto xc = x.contiguous();
+  std::optional<at::Tensor> w, b;
+  if (weight && weight->defined()) w = weight->contiguous();
+  if (bias && bias->defined()) b = bias->contiguous();
+  auto y = at::empty(x.sizes(), x.options().dtype(y_dtype));
+  advise_huge_pages(y);
+  const auto rows = x.sizes().slice(0, x.dim() - 1);
+  auto mean = at::empty(rows, x.options().dtype(layer_norm_acc_dtype(x)));
+  auto rstd = at::empty_like(mean);
+  const auto kernel = cpu::layer_norm_forward_impl();
+  const auto xd = kernel_dtype(xc), yd = kernel_dtype(y);
+  at::parallel_for(0, z.rows, kRowGrain, [&](int64_t begin, int64_t end) {
+    kernel(xd, yd, xc.const_data_ptr(), data_or_null(w), data_or_null(b), y.data_ptr(), mean.data_ptr(),
+           rstd.data_ptr(), z.c, eps, begin, end);
+  });
+  return {std::move(y), std::move(mean), std::move(rstd)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
+    const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+    const at::Tensor& mean, const at::Tensor& rstd, std::array<bool, 3> output_mask) {
+  const char* op = "kiln::layer_norm_backward";
+  const auto z = layer_norm_sizes(op, x, weight, std::nullopt, 0.0);
+  check_layer_norm_backward(op, grad, x, mean, rstd);
+  const auto xc = x.contiguous(), gc = grad.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
+  std::optional<at::Tensor> w;
+  if (weight && weight->defined()) w = weight->contiguous();
+  at::Tensor dx, dw, db;
+  if (output_mask[0]) dx = at::empty(x.sizes(), x.options()), advise_huge_pages(dx);
+  const bool want_dw = output_mask[1] && w, want_db = output_mask[2];
+  // One row of partial sums per thread (and per task where a thread takes several):
+  // at::get_thread_num() indexes them.
+  const int64_t threads = at::get_num_threads();
+  const auto acc = x.options().dtype(layer_norm_acc_dtype(x));
+  auto dw_acc = want_dw ? at::zeros({threads, z.c}, acc) : at::Tensor();
+  auto db_acc = want_db ? at::zeros({threads, z.c}, acc) : at::Tensor();
+  const auto kernel = cpu::layer_norm_backward_impl();
+  const auto xd = kernel_dtype(xc), gd = kernel_dtype(gc);
+  at::parallel_for(0, z.rows, kRowGrain, [&](int64_t begin, int64_t end) {
+    const int64_t t = at::get_thread_num();
+    kernel(xd, gd, gc.const_data_ptr(), xc.const_data_ptr(), data_or_null(w), mc.const_data_ptr(),
+           rc.const_data_ptr(), output_mask[0] ? dx.data_ptr() : nullptr,
+           want_dw ? elem_ptr(dw_acc, t * z.c) : nullptr, want_db ? elem_ptr(db_acc, t * z.c) : nullptr,
+           z.c, begin, end);
+  });
+  if (want_dw) dw = dw_acc.sum(0).to(x.scalar_type());
+  if (want_db) db = db_acc.sum(0).to(x.scalar_type());
+  return {std::move(dx), std::move(dw), std::move(db)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(kiln, CPU, m) {
+  m.impl("layer_norm_forward", layer_norm_forward_cpu);
+  m.impl("layer_norm_backward", layer_norm_backward_cpu);
+}
+
+}  // namespace kiln::ops
