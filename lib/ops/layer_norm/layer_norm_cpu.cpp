@@ -66,6 +66,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
   const auto xd = kernel_dtype(xc), gd = kernel_dtype(gc);
   at::parallel_for(0, z.rows, kRowGrain, [&](int64_t begin, int64_t end) {
     const int64_t t = at::get_thread_num();
+    TORCH_CHECK(t < threads, "kiln::layer_norm_backward: thread ", t, " of a pool of ", threads,
+                " (the partial sums have one row per thread)");
     kernel(xd, gd, gc.const_data_ptr(), xc.const_data_ptr(), data_or_null(w), mc.const_data_ptr(),
            rc.const_data_ptr(), output_mask[0] ? dx.data_ptr() : nullptr,
            want_dw ? elem_ptr(dw_acc, t * z.c) : nullptr, want_db ? elem_ptr(db_acc, t * z.c) : nullptr,
