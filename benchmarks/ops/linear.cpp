@@ -1,6 +1,8 @@
 // linear against at::addmm (forward), at::mm twice and a sum (backward), and
 // linear_gelu against at::gelu(at::addmm(…), "tanh"); n is the element count of
-// x: (n / 1024, 1024), with w: (1024, 1024).
+// x: (n / 1024, 1024), with w: (1024, 1024). With float32 on the CPU also the bfloat16
+// forward with a bias, at that shape ("bf16-fwd") and at the character GPT's first MLP
+// layer, x: (n / 192, 192), w: (768, 192) ("bf16-gpt"), against at::addmm in bfloat16.
 #include "cases.h"
 #include "ops/ops.h"
 
@@ -9,7 +11,7 @@ KILN_BENCH_CASES(linear) {
   const int64_t B = std::max<int64_t>(n / K, 1);
   const auto x = at::randn({B, K}, options), w = at::randn({N, K}, options) / 32;
   const auto b = at::randn({N}, options), g = at::randn({B, N}, options);
-  return {
+  std::vector<kiln::bench::Case> cases = {
       {"linear", "fwd", [=] { kiln::ops::linear(x, w, b); }, [=] { at::addmm(b, x, w.t()); }},
       {"linear", "bwd", [=] { kiln::ops::linear_backward(g, x, w); },
        [=] {
@@ -20,4 +22,16 @@ KILN_BENCH_CASES(linear) {
       {"linear_gelu", "fwd", [=] { kiln::ops::linear_gelu(x, w, b); },
        [=] { at::gelu(at::addmm(b, x, w.t()), "tanh"); }},
   };
+  if (options.dtype() == at::kFloat && options.device().is_cpu()) {
+    const auto xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
+    cases.push_back({"linear", "bf16-fwd", [=] { kiln::ops::linear(xb, wb, bb); },
+                     [=] { at::addmm(bb, xb, wb.t()); }});
+    constexpr int64_t kGptK = 192, kGptN = 768;
+    const auto xg = at::randn({std::max<int64_t>(n / kGptK, 1), kGptK}, options).to(at::kBFloat16);
+    const auto wg = (at::randn({kGptN, kGptK}, options) / 14).to(at::kBFloat16);
+    const auto bg = at::randn({kGptN}, options).to(at::kBFloat16);
+    cases.push_back({"linear", "bf16-gpt", [=] { kiln::ops::linear(xg, wg, bg); },
+                     [=] { at::addmm(bg, xg, wg.t()); }});
+  }
+  return cases;
 }

@@ -168,11 +168,18 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
       __builtin_cpu_supports("avx512dq"))
     CHECK(expect_matmul);
 #endif
-  for (const bool transposed : {false, true}) {
-    INFO("x transposed " << transposed << ", oneDNN matmul usable " << expect_matmul);
+  // Layouts: x plain, x transposed with b a slice with a step (b[::2]), and x, w and
+  // b all such slices (oneDNN's inner product reads a stepped bias as if it were dense
+  // when x and w are plain or transposed, unless it is copied).
+  for (const int layout : {0, 1, 2}) {
+    INFO("x layout " << layout << " (plain, transposed, stepped), oneDNN matmul usable " << expect_matmul);
     const auto in = sample({128, 300, 257}, at::kFloat);
-    const auto x = (transposed ? in.x.t().contiguous().t() : in.x).clone().requires_grad_(true);
-    const auto w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
+    const auto stepped = [](const at::Tensor& t) { return at::stack({t, t}, -1).select(-1, 0); };
+    const auto x0 = layout == 1 ? in.x.t().contiguous().t() : layout == 2 ? stepped(in.x) : in.x.clone();
+    const auto x = x0.detach().requires_grad_(true);
+    const auto w = (layout == 2 ? stepped(in.w) : in.w.clone()).detach().requires_grad_(true);
+    const auto b = (layout >= 1 ? stepped(in.b) : in.b.clone()).detach().requires_grad_(true);
+    if (layout == 2) REQUIRE((!x.is_contiguous() && !w.is_contiguous() && !b.is_contiguous()));
     inner = matmul = blas = 0;
     const auto y = kiln::ops::linear(x, w, b);
     const auto g = at::randn({128, 257});
@@ -197,6 +204,57 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
     CHECK(matmul == (expect_matmul ? 1 : 0));
     KILN_REQUIRE_CLOSE(dw, g.to(at::kDouble).t().mm(x.to(at::kDouble)), 1e-4, tolerance(at::kFloat, 128).atol);
   }
+  at::removeCallback(handle);
+}
+
+TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product and matches float64",
+          "[ops][linear]") {
+  // The bias goes into the inner product's accumulator instead of at::addmm's copy of
+  // it into every row, where libtorch has the op and this CPU runs oneDNN's bf16
+  // kernels (its matmul passed kiln's check); without a bias at::mm stays. Odd sizes,
+  // a transposed x, strided x, w and b, and empty batches.
+  static thread_local int inner = 0, blas = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string_view name = fn.name();
+        if (name.starts_with("mkldnn::_linear_pointwise")) ++inner;
+        if (name.starts_with("aten::mm") || name.starts_with("aten::addmm")) ++blas;
+        return nullptr;
+      }).needsInputs(false));
+  const char* env = std::getenv("KILN_CPU_LINEAR");
+  const bool blas_forced = env != nullptr && std::string(env) == "blas";
+  const bool expect_inner =
+      !blas_forced &&
+      c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value() &&
+      kiln::ops::linear_onednn_matmul_available();
+  for (const bool transposed : {false, true}) {  // else x stepped: x[:, ::2]
+    INFO("x transposed " << transposed << ", inner product expected " << expect_inner);
+    const auto in = sample({37, 300, 129}, at::kBFloat16);
+    const auto stepped = [](const at::Tensor& t) { return at::stack({t, t}, -1).select(-1, 0); };
+    const auto x = transposed ? in.x.t().contiguous().t() : stepped(in.x);
+    const auto w = stepped(in.w), b = stepped(in.b);  // strides of 2
+    REQUIRE((!w.is_contiguous() && !b.is_contiguous()));
+    const auto tol = tolerance(at::kBFloat16, 300);
+    inner = blas = 0;
+    const auto y = kiln::ops::linear(x, w, b);
+    CHECK(inner == (expect_inner ? 1 : 0));
+    CHECK(inner + blas == 1);
+    REQUIRE(y.scalar_type() == at::kBFloat16);
+    KILN_REQUIRE_CLOSE(y, reference(in.x, in.w, in.b), tol.rtol, tol.atol);
+    if (gelu_built())
+      KILN_REQUIRE_CLOSE(kiln::ops::linear_gelu(x, w, b), at::gelu(reference(in.x, in.w, in.b), "tanh"),
+                         tol.rtol, tol.atol);
+    const auto yb = kiln::ops::linear(in.x, in.w, b);  // x and w plain, b stepped
+    KILN_REQUIRE_CLOSE(yb, reference(in.x, in.w, in.b), tol.rtol, tol.atol);
+    inner = blas = 0;
+    const auto y0 = kiln::ops::linear(x, w, std::nullopt);
+    CHECK(inner == 0);
+    KILN_REQUIRE_CLOSE(y0, reference(in.x, in.w, at::zeros({129}, at::kBFloat16)), tol.rtol, tol.atol);
+  }
+  const auto in = sample({4, 8, 3}, at::kBFloat16);
+  REQUIRE(kiln::ops::linear(in.x.slice(0, 0, 0), in.w, in.b).sizes() == at::IntArrayRef{0, 3});
+  REQUIRE(kiln::ops::linear(in.x.slice(1, 0, 0), in.w.slice(1, 0, 0), in.b).equal(
+      in.b.expand({4, 3})));  // K = 0: the bias alone
   at::removeCallback(handle);
 }
 
