@@ -357,6 +357,64 @@ TEST_CASE("linear_gelu gradients match central differences", "[ops][linear]") {
   REQUIRE(c.ok);
 }
 
+TEST_CASE("linear_gelu's backward takes dz and db from one pass on the CPU", "[ops][linear]") {
+  // With the bias's gradient wanted (and no create_graph), dz = gelu'(z)·grad and its
+  // column sums come from one bias_gelu_backward pass (a zero bias): no gelu_backward,
+  // and no sum over dz's rows in linear_backward. Without a bias gradient, or with
+  // create_graph, gelu_backward as before. The gradients match float64 either way.
+  if (!gelu_built_or_skip()) return;
+  const bool fused = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("kiln::bias_gelu_backward", "")
+                         .hasKernelForDispatchKey(c10::DispatchKey::CPU);
+  static thread_local int bias_pass = 0, gelu_pass = 0, row_sums = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string_view name = fn.name();
+        if (name == "kiln::bias_gelu_backward") ++bias_pass;
+        if (name == "kiln::gelu_backward") ++gelu_pass;
+        if (name == "aten::sum") {  // a sum over the (37, 24) gradient's rows
+          const auto inputs = fn.inputs();
+          if (!inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().size(0) == 37) ++row_sums;
+        }
+        return nullptr;
+      }).needsInputs(true));
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const bool want_db : {true, false}) {
+      INFO("dtype " << dtype << ", db wanted " << want_db << ", fused pass built " << fused);
+      const auto in = sample({37, 20, 24}, dtype);
+      const auto x = in.x.clone().requires_grad_(true), w = in.w.clone().requires_grad_(true);
+      const auto b = in.b.clone().requires_grad_(want_db);
+      const auto g = at::randn({37, 24}).to(dtype);
+      const auto y = kiln::ops::linear_gelu(x, w, b);
+      bias_pass = gelu_pass = row_sums = 0;
+      y.backward(g);
+      const bool one_pass = fused && want_db;
+      CHECK((bias_pass > 0) == one_pass);  // (an op records once per dispatch level it passes)
+      CHECK((gelu_pass > 0) == !one_pass);
+      CHECK(row_sums == (one_pass || !want_db ? 0 : 1));
+      // float64 reference from the same rounded inputs
+      const auto xd = in.x.to(at::kDouble).requires_grad_(true), wd = in.w.to(at::kDouble).requires_grad_(true);
+      const auto bd = in.b.to(at::kDouble).requires_grad_(true);
+      at::gelu(at::linear(xd, wd, bd), "tanh").backward(g.to(at::kDouble));
+      const auto tol = tolerance(dtype, 37);
+      KILN_REQUIRE_CLOSE(x.grad(), xd.grad(), tol.rtol, tol.atol);
+      KILN_REQUIRE_CLOSE(w.grad(), wd.grad(), tol.rtol, tol.atol);
+      if (want_db) KILN_REQUIRE_CLOSE(b.grad(), bd.grad(), tol.rtol, tol.atol);
+      else REQUIRE_FALSE(b.grad().defined());
+    }
+  }
+  // create_graph: the pass is not differentiable, so gelu_backward runs
+  const auto in = sample({37, 20, 24}, at::kDouble);
+  const auto x = in.x.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
+  const auto y = kiln::ops::linear_gelu(x, in.w, b);
+  bias_pass = gelu_pass = 0;
+  const auto grads = torch::autograd::grad({y}, {x, b}, {at::randn({37, 24}, at::kDouble)},
+                                           /*retain_graph=*/true, /*create_graph=*/true);
+  CHECK(bias_pass == 0);
+  CHECK(gelu_pass >= 1);
+  at::removeCallback(handle);
+}
+
 TEST_CASE("linear_gelu backward is differentiable (double backward)", "[ops][linear]") {
   if (!gelu_built_or_skip()) return;
   const auto in = sample({4, 6, 5}, at::kDouble);

@@ -2,6 +2,8 @@
 // x and w (and the pre-activation z for linear_gelu) and call the linear_backward
 // op, itself differentiable (create_graph works); under autocast both run in the
 // lower precision, as torch's own linear does.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -83,6 +85,19 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
   }
 };
 
+// Whether linear_gelu's backward takes dz and db from one pass of bias_gelu_backward
+// with a zero bias (gelu'(z + 0)·grad and its column sums) instead of gelu_backward and
+// then linear_backward's sum over dz's rows, which reads dz once more: on the CPU,
+// where that op is built (KILN_ONLY_OPS may leave it out). For the character GPT's
+// first MLP layer that sum read 4096 × 768 values a block and step (docs/ops.md).
+bool bias_grad_in_gelu_pass(const at::Tensor& z) {
+  static const bool built = [] {
+    const auto op = c10::Dispatcher::singleton().findOp({"kiln::bias_gelu_backward", ""});
+    return op.has_value() && op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+  }();
+  return built && z.is_cpu();
+}
+
 // y = gelu(z), z = x·wᵀ + b: dz = gelu'(z)·grad, then the linear gradients.
 class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> {
  public:
@@ -102,6 +117,13 @@ class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> 
                        ? kiln::ops::linear(saved[0], saved[1],
                                            saved[3].defined() ? OptTensor(saved[3]) : std::nullopt)
                        : saved[2];
+    if (!at::GradMode::is_enabled() && saved[3].defined() && ctx->needs_input_grad(2) &&
+        bias_grad_in_gelu_pass(z)) {
+      auto [dz, db] = kiln::ops::bias_gelu_backward(grad_outputs[0], z, at::zeros({z.size(-1)}, z.options()));
+      auto [dx, dw, none] = kiln::ops::linear_backward(
+          dz, saved[0], saved[1], {ctx->needs_input_grad(0), ctx->needs_input_grad(1), false});
+      return {dx, dw, db};
+    }
     return linear_grads(ctx, kiln::ops::gelu_backward(grad_outputs[0], z));
   }
 };
