@@ -14,6 +14,7 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <dlfcn.h>
 
 #include <optional>
@@ -134,6 +135,10 @@ MatmulFn onednn_matmul_fn() {
         dlsym(RTLD_DEFAULT, "_ZN2at6native13mkldnn_matmulERKNS_6TensorES3_S3_ff"));
     if (f == nullptr) return nullptr;
     at::DisableRecordFunctionGuard unrecorded;  // a profiler sees only the step's own ops
+    // The first call may come from inside a forward under autocast (a bfloat16 linear
+    // asks whether oneDNN's bf16 kernels run here): the check's float32 products stay
+    // float32.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     try {  // small integers: exact in float32 in any order of summation
       const auto a = at::arange(24, at::kFloat).reshape({6, 4}) - 11;
       const auto b = at::arange(30, at::kFloat).reshape({6, 5}) - 13;
