@@ -176,8 +176,8 @@ bool onednn_matmul_pays(const at::Tensor& grad, int64_t n, int64_t rows, int64_t
 // check above passed: AVX-512 BW/VL/DQ), at every size. at::addmm copies the bias
 // into every row of its output first and then adds the product into it; the inner
 // product adds the bias in its float32 accumulator (one rounding, no extra pass). On
-// the Zen 4 EPYC it was 1.02-1.25x faster than at::addmm for the default MLP's and the
-// character GPT's layers (docs/performance.md). Without a bias, at::mm was as fast.
+// the Zen 4 EPYC it was 1.01-1.07x at::addmm at 1024 -> 1024 and the character GPT's
+// 192 -> 768 (kiln_bench_ops, docs/performance.md). Without a bias at::mm was as fast.
 bool onednn_bf16_pays(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b) {
   if (!x.is_cpu() || x.scalar_type() != at::kBFloat16 || !b || !b->defined()) return false;
   if (cpu_linear_policy() == CpuLinear::kBlas || x.numel() == 0 || w.numel() == 0) return false;
@@ -204,8 +204,9 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& wt, const std::o
 }  // namespace
 
 // z: (B, N) = x: (B, K) · wᵀ: (K, N) + b: (N) broadcast over rows. On the CPU in
-// float32, and in bfloat16 with a bias, oneDNN's inner product where it pays (above); else the library's GEMM
-// writes in place into an output on huge pages when it is large (cpu_memory.h).
+// float32, and in bfloat16 with a bias, oneDNN's inner product where it pays (above);
+// else the library's GEMM writes in place into an output on huge pages when it is
+// large (cpu_memory.h).
 at::Tensor forward_aten(const at::Tensor& x, const at::Tensor& w,
                         const std::optional<at::Tensor>& b) {
   if (onednn_pays(x, x.size(0), x.size(1), w.size(0)) || onednn_bf16_pays(x, w, b))
