@@ -62,6 +62,16 @@ bool gelu_built() {
   return op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
 }
 
+// KILN_CPU_LINEAR=blas: every product on at::addmm / at::mm, none on oneDNN.
+bool blas_forced() {
+  const char* env = std::getenv("KILN_CPU_LINEAR");
+  return env != nullptr && std::string(env) == "blas";
+}
+
+// t with a stride of 2 in its last dimension (t[..., ::2] of a tensor twice as wide):
+// the same values, not contiguous.
+at::Tensor stepped(const at::Tensor& t) { return at::stack({t, t}, -1).select(-1, 0); }
+
 bool gelu_built_or_skip() {
   return gelu_built() || kiln::test::skip("kiln::gelu_backward is not built");
 }
@@ -156,15 +166,13 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
       }).needsInputs(false));
   const bool has_op =
       c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value();
-  const char* env = std::getenv("KILN_CPU_LINEAR");
-  const bool blas_forced = env != nullptr && std::string(env) == "blas";
-  const bool expect_inner = has_op && !blas_forced;
+  const bool expect_inner = has_op && !blas_forced();
   const bool expect_matmul = kiln::ops::linear_onednn_matmul_available();
-  if (blas_forced) CHECK_FALSE(expect_matmul);
+  if (blas_forced()) CHECK_FALSE(expect_matmul);
 #if defined(__x86_64__)
   // libtorch's matmul accepts float32 on CPUs with AVX-512 BW, VL and DQ: there the
   // path must be found (torch 2.11 to 2.14 have it), not silently dropped.
-  if (!blas_forced && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+  if (!blas_forced() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq"))
     CHECK(expect_matmul);
 #endif
@@ -174,7 +182,6 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
   for (const int layout : {0, 1, 2}) {
     INFO("x layout " << layout << " (plain, transposed, stepped), oneDNN matmul usable " << expect_matmul);
     const auto in = sample({128, 300, 257}, at::kFloat);
-    const auto stepped = [](const at::Tensor& t) { return at::stack({t, t}, -1).select(-1, 0); };
     const auto x0 = layout == 1 ? in.x.t().contiguous().t() : layout == 2 ? stepped(in.x) : in.x.clone();
     const auto x = x0.detach().requires_grad_(true);
     const auto w = (layout == 2 ? stepped(in.w) : in.w.clone()).detach().requires_grad_(true);
@@ -221,16 +228,13 @@ TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product and matc
         if (name.starts_with("aten::mm") || name.starts_with("aten::addmm")) ++blas;
         return nullptr;
       }).needsInputs(false));
-  const char* env = std::getenv("KILN_CPU_LINEAR");
-  const bool blas_forced = env != nullptr && std::string(env) == "blas";
   const bool expect_inner =
-      !blas_forced &&
+      !blas_forced() &&
       c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value() &&
       kiln::ops::linear_onednn_matmul_available();
   for (const bool transposed : {false, true}) {  // else x stepped: x[:, ::2]
     INFO("x transposed " << transposed << ", inner product expected " << expect_inner);
     const auto in = sample({37, 300, 129}, at::kBFloat16);
-    const auto stepped = [](const at::Tensor& t) { return at::stack({t, t}, -1).select(-1, 0); };
     const auto x = transposed ? in.x.t().contiguous().t() : stepped(in.x);
     const auto w = stepped(in.w), b = stepped(in.b);  // strides of 2
     REQUIRE((!w.is_contiguous() && !b.is_contiguous()));
