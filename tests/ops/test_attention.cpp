@@ -23,9 +23,10 @@ using Catch::Matchers::Contains;
 struct Shape {
   int64_t b, t, heads, d;
 };
-// T around the 32-query block (1, 31, 33, 70) and d off the 16-column padding (2, 8, 24).
+// T around the 32-query block (1, 31, 33, 45, 70) and d off the 16-column padding (2, 8,
+// 24) and past 32 columns (40: a whole 32-column copy and rounding, then a tail).
 const std::vector<Shape> kShapes = {{1, 1, 1, 2}, {2, 31, 3, 8}, {1, 33, 2, 32}, {2, 70, 1, 24},
-                                    {1, 64, 2, 16}};
+                                    {1, 64, 2, 16}, {1, 45, 2, 40}};
 
 // The reference in float32: (out, lse) of qkv (B, T, 3C) as float.
 std::pair<at::Tensor, at::Tensor> reference(const at::Tensor& qkv, int64_t heads) {
@@ -119,6 +120,30 @@ TEST_CASE("causal attention: the AVX512-BF16 products agree with the plain ones"
   CHECK(relative_error(outs[1], outs[0].to(at::kFloat)) < 0.01);
   CHECK(relative_error(grads[1], grads[0].to(at::kFloat)) < 0.01);
 #endif
+}
+
+TEST_CASE("causal attention: a NaN in q or k reaches every row that sees it", "[ops][attention]") {
+  const Shape s{1, 40, 1, 32};
+  auto qkv = sample_qkv(s, 3);
+  qkv.index_put_({0, 5, 3}, NAN);           // q of query 5
+  qkv.index_put_({0, 9, s.d + 2}, NAN);     // k of key 9: queries 9 and after see it
+  const kiln::ops::cpu::AttentionShape shape{s.b, s.t, s.heads, s.d};
+  for (const auto& [name, fwd] : KILN_CPU_BUILDS(causal_attention_forward)) {
+    for (const bool bf16_dot : dot_modes()) {
+      if (bf16_dot && name != "avx512") continue;
+      INFO("build " << name << ", bf16 dot " << bf16_dot);
+      auto out = at::empty({s.b, s.t, s.d}, qkv.options());
+      auto lse = at::empty({s.b, s.heads, s.t}, qkv.options().dtype(at::kFloat));
+      fwd(shape, qkv.const_data_ptr(), out.data_ptr(), lse.data_ptr<float>(), bf16_dot, 0, 1);
+      const auto row_nan = at::isnan(out[0].to(at::kFloat)).any(-1);
+      for (int64_t i = 0; i < s.t; ++i) {
+        INFO("query " << i);
+        const bool sees_nan = i == 5 || i >= 9;
+        CHECK(row_nan[i].item<bool>() == sees_nan);
+        CHECK(std::isnan(lse[0][0][i].item<float>()) == sees_nan);
+      }
+    }
+  }
 }
 
 TEST_CASE("causal attention through autograd and autocast", "[ops][attention]") {

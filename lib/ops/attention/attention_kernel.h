@@ -15,7 +15,7 @@ struct AttentionShape {
 
 // out (batch, time, heads·head_dim) bfloat16 = softmax(q·kᵀ/√head_dim, causal)·v per
 // head; lse (batch, heads, time) float32, each row's log-sum-exp of its scaled scores.
-// bf16_dot: use AVX512-BF16's dot products (only where the CPU has them). Computes the
+// bf16_dot: use AVX512-BF16's dot products and conversions (only where the CPU has them). Computes the
 // heads [begin, end) of the batch·heads (batch-major); threads take disjoint ranges.
 KILN_DECLARE_CPU_KERNEL(causal_attention_forward,
                         (const AttentionShape& shape, const void* qkv, void* out, float* lse,
