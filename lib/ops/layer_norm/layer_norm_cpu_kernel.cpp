@@ -30,16 +30,40 @@ void widen(const S* src, D* dst, int64_t n) {
   else at::vec::convert(src, dst, n);
 }
 
+// Σ f(x[j]) over n values, f applied a vector at a time (f(v, lanes): lanes < the
+// vector's size only for the last, partial one, whose other lanes f must zero). Four
+// accumulators: a row of a few hundred values is a few dozen vectors, and one chain of
+// dependent adds (at::vec::reduce_all's) made the layer norm latency-bound.
+template <typename A, typename F>
+A sum_map(const A* x, int64_t n, F f) {
+  using V = VecA<A>;
+  constexpr int64_t kW = V::size();
+  V a0(0), a1(0), a2(0), a3(0);
+  int64_t j = 0;
+  for (; j + 4 * kW <= n; j += 4 * kW) {
+    a0 += f(V::loadu(x + j), kW);
+    a1 += f(V::loadu(x + j + kW), kW);
+    a2 += f(V::loadu(x + j + 2 * kW), kW);
+    a3 += f(V::loadu(x + j + 3 * kW), kW);
+  }
+  for (; j + kW <= n; j += kW) a0 += f(V::loadu(x + j), kW);
+  if (j < n) a1 += f(V::loadu(x + j, n - j), n - j);
+  return at::vec::vec_reduce_all<A>([](V a, V b) { return a + b; }, (a0 + a1) + (a2 + a3));
+}
+
 template <typename A>
 A sum_of(const A* x, int64_t n) {
-  return at::vec::reduce_all<A>([](VecA<A> a, VecA<A> b) { return a + b; }, x, n);
+  return sum_map(x, n, [](VecA<A> v, int64_t) { return v; });  // loadu(p, k) zeros the rest
 }
 
 // Σ (x − m)² over n values.
 template <typename A>
 A sum_sq_dev(const A* x, A m, int64_t n) {
-  return at::vec::map_reduce_all<A>([m](VecA<A> v) { const auto d = v - VecA<A>(m); return d * d; },
-                                     [](VecA<A> a, VecA<A> b) { return a + b; }, x, n);
+  using V = VecA<A>;
+  return sum_map(x, n, [m](V v, int64_t lanes) {
+    const V d = v - V(m);
+    return lanes == V::size() ? d * d : V::set(V(0), d * d, lanes);
+  });
 }
 
 // n values of A from p, loaded as one vector (n < V::size(): the rest zeros).
