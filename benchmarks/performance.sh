@@ -23,6 +23,10 @@
 #   precision benchmarks/precision_runs.sh: the default run in fp32 and bf16, seed by
 #             seed (3 seeds; only on a CPU with bf16 instructions): each seed's accuracy
 #             and samples/s in both, the mean accuracy difference and the speed ratio
+#   gpt       benchmarks/twins/run.sh --models gpt --batches 32: the character GPT
+#             (configs/gpt_char.toml, GEMM-bound) against its Python twin, in fp32 and
+#             bf16 within each round (bf16 only on a CPU with bf16 instructions), and
+#             bf16's speed-up over fp32 paired per round
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${KILN_BUILD_DIR:-$root/build}/bin"
@@ -43,9 +47,11 @@ mkdir -p "$out"
 if ((quick)); then
   ops_rounds=2 optim_rounds=2 train=(--steps 20 --warmup 10 --rounds 1 --rest 0) thp_rounds=2 default_rounds=1
   default_set=(--set train.epochs=1) precision=(1 fp32 bf16 -- --set train.epochs=1)
+  gpt=(--rounds 1 --steps 6 --warmup 3)
 else
   ops_rounds=11 optim_rounds=9 train=(--steps 200 --warmup 30 --rounds 7) thp_rounds=9 default_rounds=3
   default_set=() precision=(3 fp32 bf16)
+  gpt=(--rounds 3 --steps 40 --warmup 10)
 fi
 run() {  # NAME COMMAND...: prints and keeps its output
   local name="$1"; shift
@@ -95,5 +101,8 @@ for ((r = 0; r < default_rounds; r++)); do
 done
 if ((bf16_hw)); then
   run precision "$root/benchmarks/precision_runs.sh" "" "${precision[@]}"
+  run gpt "$root/benchmarks/twins/run.sh" --models gpt --batches 32 --precision fp32,bf16 "${gpt[@]}" "$bin/kiln"
+else
+  run gpt "$root/benchmarks/twins/run.sh" --models gpt --batches 32 --precision fp32 "${gpt[@]}" "$bin/kiln"
 fi
 echo "figures in $out/"

@@ -13,12 +13,15 @@
 # the kiln run writes at its end).
 #
 #   benchmarks/twins/run.sh [--models convnet,gpt] [--steps N] [--warmup K]
-#                           [--rounds R (3)] [--threads T (2)] [--precision fp32|bf16]
-#                           [KILN (build/bin/kiln)]
+#                           [--rounds R (3)] [--threads T (2)] [--precision fp32|bf16|fp32,bf16]
+#                           [--batches B,B] [KILN (build/bin/kiln)]
 # --precision overrides each config's train.precision on both sides (default: the
-# config's own, fp32 where it sets none).
+# config's own, fp32 where it sets none); fp32,bf16 runs both sides in both precisions
+# within each round and adds bf16's speed-up over fp32 (steps/s), paired per round, for
+# kiln and for the twin: the issue-17 figure for a GEMM-bound model (the GPT).
 # Defaults: convnet 60 timed steps after 20, gpt 30 after 10; batch sizes convnet 128
-# and 32, gpt 32 and 64. STEPS is rounded up to a multiple of WARMUP (kiln's log window).
+# and 32, gpt 32 and 64 (--batches: these instead, for every model). STEPS is rounded up
+# to a multiple of WARMUP (kiln's log window).
 # Both sides run under kiln's heap policy (lib/util/heap.h, which kiln sets for itself
 # and the twin gets from the environment here: freed memory kept by glibc, large
 # tensors on huge pages); environment the caller sets (THP_MEM_ALLOC_ENABLE=0,
@@ -29,7 +32,7 @@ root="$(cd "$here/../.." && pwd)"
 source "$root/scripts/versions.sh"
 py="${KILN_PYTHON:-$KILN_VENV/bin/python}"
 kiln="${KILN_BUILD_DIR:-$root/build}/bin/kiln"
-models="convnet,gpt" steps="" warmup="" rounds=3 threads=2 precision=""
+models="convnet,gpt" steps="" warmup="" rounds=3 threads=2 precision="" batch_list=""
 while (($#)); do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -38,9 +41,14 @@ while (($#)); do
     --rounds) rounds="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --precision)
-      [[ "$2" == fp32 || "$2" == bf16 ]] || { echo "run.sh: --precision: expected fp32 or bf16, found '$2'" >&2; exit 2; }
+      [[ "$2" =~ ^(fp32|bf16)(,(fp32|bf16))?$ ]] \
+        || { echo "run.sh: --precision: expected fp32, bf16 or fp32,bf16, found '$2'" >&2; exit 2; }
       precision="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --batches)
+      [[ "$2" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] \
+        || { echo "run.sh: --batches: expected batch sizes such as 32,64, found '$2'" >&2; exit 2; }
+      batch_list="${2//,/ }"; shift 2 ;;
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;  # the header comment
     -*) echo "run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) kiln="$1"; shift ;;
   esac
@@ -103,11 +111,12 @@ for model in ${models//,/ }; do
   k="${warmup:-${default_warmup[$model]}}"
   n="${steps:-${default_steps[$model]}}"
   n=$(((n + k - 1) / k * k))
-  for b in ${batches[$model]}; do
-    prec="${precision:-$(precision_of "$root/configs/${config[$model]}.toml")}"
-    echo "$model, batch $b: $rounds rounds of $k warm-up + $n timed steps, $threads threads, $prec"
+  for b in ${batch_list:-${batches[$model]}}; do
+    precs="${precision:-$(precision_of "$root/configs/${config[$model]}.toml")}"
+    echo "$model, batch $b: $rounds rounds of $k warm-up + $n timed steps, $threads threads, $precs"
     for ((r = 0; r < rounds; r++)); do
-      dir="$tmp/$model-$b-$r"
+     for prec in ${precs//,/ }; do
+      dir="$tmp/$model-$b-$r-$prec"
       "$kiln" train "$root/configs/${config[$model]}.toml" --run-dir "$dir" \
         --set train.max_steps=$((k + n)) --set train.log_every="$k" --set train.threads="$threads" \
         --set train.batch_size="$b" --set train.eval_every=0 --set checkpoint.every=0 \
@@ -122,14 +131,16 @@ for model in ${models//,/ }; do
         touch "$tmp/$model.checked"
       fi
       ms="$(kiln_ms "$dir/metrics.jsonl" "$b")"
-      echo "{\"model\": \"$model\", \"batch\": $b, \"side\": \"kiln\", \"ms_per_step\": $ms}" >>"$tmp/results.jsonl"
+      echo "{\"model\": \"$model\", \"batch\": $b, \"round\": $r, \"precision\": \"$prec\", \"side\": \"kiln\", \"ms_per_step\": $ms}" \
+        >>"$tmp/results.jsonl"
       env "${twin_env[@]}" "$py" "$here/${model}_twin.py" --batch-size "$b" --steps "$n" --warmup "$k" --threads "$threads" \
         --precision "$prec" \
-        | "$py" -c 'import json, sys; d = json.loads(sys.stdin.readlines()[-1]); d["side"] = "python"; d["batch"] = d["batch_size"]; print(json.dumps(d))' \
+        | "$py" -c 'import json, sys; d = json.loads(sys.stdin.readlines()[-1]); d["side"] = "python"; d["batch"] = d["batch_size"]; d["round"] = int(sys.argv[1]); print(json.dumps(d))' "$r" \
         >>"$tmp/results.jsonl"
       tail -2 "$tmp/results.jsonl" | "$py" -c 'import json, sys
-print("  round", sys.argv[1] + ":", ", ".join("%s %.1f ms/step" % (d["side"], d["ms_per_step"]) for d in map(json.loads, sys.stdin)))' "$r"
+print("  round", sys.argv[1], sys.argv[2] + ":", ", ".join("%s %.1f ms/step" % (d["side"], d["ms_per_step"]) for d in map(json.loads, sys.stdin)))' "$r" "$prec"
       rm -rf "$dir"
+     done
     done
   done
 done
@@ -139,14 +150,30 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 tokens_per_step = {"gpt": 128}  # block_size positions per example
-print(f"\n{'model':8}{'batch':>6}{'kiln ms/step':>14}{'python ms/step':>16}{'ratio':>7}{'kiln tok/s':>12}{'python tok/s':>14}")
-for key in dict.fromkeys((r["model"], r["batch"]) for r in rows):
-    ms = {side: statistics.median(r["ms_per_step"] for r in rows if (r["model"], r["batch"]) == key and r["side"] == side)
+print(f"\n{'model':8}{'batch':>6}{'prec':>6}{'kiln ms/step':>14}{'python ms/step':>16}{'ratio':>7}{'kiln tok/s':>12}{'python tok/s':>14}")
+for key in dict.fromkeys((r["model"], r["batch"], r["precision"]) for r in rows):
+    ms = {side: statistics.median(r["ms_per_step"] for r in rows
+                                  if (r["model"], r["batch"], r["precision"]) == key and r["side"] == side)
           for side in ("kiln", "python")}
-    line = f"{key[0]:8}{key[1]:>6}{ms['kiln']:>14.1f}{ms['python']:>16.1f}{ms['python'] / ms['kiln']:>7.2f}"
+    line = f"{key[0]:8}{key[1]:>6}{key[2]:>6}{ms['kiln']:>14.1f}{ms['python']:>16.1f}{ms['python'] / ms['kiln']:>7.2f}"
     if key[0] in tokens_per_step:
         t = key[1] * tokens_per_step[key[0]] * 1000.0
         line += f"{t / ms['kiln']:>12.0f}{t / ms['python']:>14.0f}"
     print(line)
 print("ratio = kiln steps/s ÷ Python steps/s (median of the rounds on each side)")
+
+# bf16's speed-up over fp32 (fp32 ms ÷ bf16 ms), paired within each round, per side.
+def quartiles(v):
+    q = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else [v[0]] * 3
+    return f"{statistics.median(v):.2f}x ({q[0]:.2f}-{q[2]:.2f})"
+ms_of = {(r["model"], r["batch"], r["round"], r["precision"], r["side"]): r["ms_per_step"] for r in rows}
+for model, batch in dict.fromkeys((r["model"], r["batch"]) for r in rows):
+    sides = {}
+    for side in ("kiln", "python"):
+        sides[side] = [ms_of[(model, batch, r, "fp32", side)] / ms_of[(model, batch, r, "bf16", side)]
+                       for r in sorted({r["round"] for r in rows})
+                       if (model, batch, r, "fp32", side) in ms_of and (model, batch, r, "bf16", side) in ms_of]
+    if sides["kiln"]:
+        print(f"{model} batch {batch} bf16÷fp32 steps/s, paired per round ({len(sides['kiln'])}): "
+              f"kiln {quartiles(sides['kiln'])}, python {quartiles(sides['python'])}")
 PY
