@@ -15,8 +15,9 @@ struct AttentionShape {
 
 // out (batch, time, heads·head_dim) bfloat16 = softmax(q·kᵀ/√head_dim, causal)·v per
 // head; lse (batch, heads, time) float32, each row's log-sum-exp of its scaled scores.
-// bf16_dot: use AVX512-BF16's dot products and conversions (only where the CPU has them). Computes the
-// heads [begin, end) of the batch·heads (batch-major); threads take disjoint ranges.
+// bf16_dot: use AVX512-BF16's dot products and conversions (only where the CPU has
+// them). Computes the heads [begin, end) of the batch·heads (batch-major); threads take
+// disjoint ranges.
 KILN_DECLARE_CPU_KERNEL(causal_attention_forward,
                         (const AttentionShape& shape, const void* qkv, void* out, float* lse,
                          bool bf16_dot, int64_t begin, int64_t end))
