@@ -409,8 +409,20 @@ struct ForwardScratch {
         s(kRows * z.t_pad), o(kRows * z.d_pad) {}
 };
 
-void forward_head(const Sizes& z, const uint16_t* qkv, uint16_t* out, float* lse, bool bf16_dot,
-                  ForwardScratch& w) {
+// Asks for rows [t0, t1) of the next head's operands (next + offset + t·ld, d bfloat16
+// each; nothing when next is null) while this head computes, a block of rows at a
+// time: they lie ld apart, and packing them waited on memory for a tenth of the
+// forward's time.
+void prefetch_rows(const uint16_t* next, int64_t ld, int64_t t0, int64_t t1, int64_t d,
+                   std::initializer_list<int64_t> offsets) {
+  if (next == nullptr) return;
+  for (const int64_t off : offsets)
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t j = 0; j < d; j += 32) __builtin_prefetch(next + off + t * ld + j, 0, 2);
+}
+
+void forward_head(const Sizes& z, const uint16_t* qkv, const uint16_t* next, uint16_t* out,
+                  float* lse, bool bf16_dot, ForwardScratch& w) {
   const Head q{qkv, z.ld}, k{qkv + z.c, z.ld}, v{qkv + 2 * z.c, z.ld};
   pack_rows(q, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
   pack_rows(k, z.t, z.d, z.t_pad, z.d_pad, w.rows.data());
@@ -419,6 +431,7 @@ void forward_head(const Sizes& z, const uint16_t* qkv, uint16_t* out, float* lse
   pack_row_pairs(w.rows.data(), z.t_pad, z.d_pad, w.v.data());
   for (int64_t i0 = 0; i0 < z.t; i0 += kRows) {
     const int64_t nk = i0 + kRows;  // the keys any of these queries sees, padded
+    prefetch_rows(next, z.ld, i0, std::min(z.t, i0 + kRows), z.d, {0, z.c, 2 * z.c});
     dot(bf16_dot, as_words(w.q.data() + i0 * z.d_pad), z.d_pad / 2, w.kt.data(), z.t_pad, z.d_pad / 2,
         w.s.data(), z.t_pad, kRows, nk, false);
     float top[kRows], sum[kRows];
@@ -456,8 +469,15 @@ struct BackwardScratch {
 };
 
 // grad and out: (T, C) rows of this head's columns; dqkv like qkv.
-void backward_head(const Sizes& z, const uint16_t* grad, const uint16_t* qkv, const uint16_t* out,
-                   const float* lse, uint16_t* dqkv, bool bf16_dot, BackwardScratch& w) {
+// One head's rows in the backward's three inputs.
+struct HeadInputs {
+  const uint16_t *grad, *qkv, *out;
+};
+
+// next: the following head's inputs, prefetched a block at a time (null for none).
+void backward_head(const Sizes& z, const HeadInputs& in, const HeadInputs* next, const float* lse,
+                   uint16_t* dqkv, bool bf16_dot, BackwardScratch& w) {
+  const uint16_t *grad = in.grad, *qkv = in.qkv, *out = in.out;
   const Head q{qkv, z.ld}, k{qkv + z.c, z.ld}, v{qkv + 2 * z.c, z.ld}, g{grad, z.c};
   pack_rows(q, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
   pack_rows(g, z.t, z.d, z.t_pad, z.d_pad, w.g.data());
@@ -476,6 +496,12 @@ void backward_head(const Sizes& z, const uint16_t* grad, const uint16_t* qkv, co
   std::fill(w.dkt.begin(), w.dkt.end(), 0.0f);
   for (int64_t i0 = 0; i0 < z.t; i0 += kRows) {
     const int64_t nk = i0 + kRows;
+    if (next) {
+      const int64_t i1 = std::min(z.t, i0 + kRows);
+      prefetch_rows(next->qkv, z.ld, i0, i1, z.d, {0, z.c, 2 * z.c});
+      prefetch_rows(next->grad, z.c, i0, i1, z.d, {0});
+      prefetch_rows(next->out, z.c, i0, i1, z.d, {0});
+    }
     dot(bf16_dot, as_words(w.q.data() + i0 * z.d_pad), z.d_pad / 2, w.kt.data(), z.t_pad, z.d_pad / 2,
         w.s.data(), z.t_pad, kRows, nk, false);  // S = Q·Kᵀ
     dot(bf16_dot, as_words(w.g.data() + i0 * z.d_pad), z.d_pad / 2, w.vt.data(), z.t_pad, z.d_pad / 2,
@@ -517,9 +543,11 @@ void causal_attention_forward(const AttentionShape& shape, const void* qkv, void
   const auto* x = static_cast<const uint16_t*>(qkv);
   auto* y = static_cast<uint16_t*>(out);
   ForwardScratch w(z);
+  const auto head_qkv = [&](int64_t bh) { return x + bh / shape.heads * z.t * z.ld + bh % shape.heads * z.d; };
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / shape.heads, h = bh % shape.heads;
-    forward_head(z, x + b * z.t * z.ld + h * z.d, y + b * z.t * z.c + h * z.d, lse + bh * z.t, bf16_dot, w);
+    forward_head(z, head_qkv(bh), bh + 1 < end ? head_qkv(bh + 1) : nullptr, y + b * z.t * z.c + h * z.d,
+                 lse + bh * z.t, bf16_dot, w);
   }
 }
 
@@ -532,11 +560,16 @@ void causal_attention_backward(const AttentionShape& shape, const void* grad, co
   const auto* y = static_cast<const uint16_t*>(out);
   auto* dx = static_cast<uint16_t*>(dqkv);
   BackwardScratch w(z);
+  const auto inputs = [&](int64_t bh) {
+    const int64_t rows = bh / shape.heads * z.t, col = bh % shape.heads * z.d;
+    return HeadInputs{g + rows * z.c + col, x + rows * z.ld + col, y + rows * z.c + col};
+  };
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / shape.heads, h = bh % shape.heads;
-    const int64_t rows = b * z.t;
-    backward_head(z, g + rows * z.c + h * z.d, x + rows * z.ld + h * z.d, y + rows * z.c + h * z.d,
-                  lse + bh * z.t, dx + rows * z.ld + h * z.d, bf16_dot, w);
+    const bool more = bh + 1 < end;
+    const HeadInputs next = more ? inputs(bh + 1) : HeadInputs{};
+    backward_head(z, inputs(bh), more ? &next : nullptr, lse + bh * z.t, dx + b * z.t * z.ld + h * z.d,
+                  bf16_dot, w);
   }
 }
 
