@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -468,14 +469,14 @@ struct BackwardScratch {
         dkt(z.d_pad * z.t_pad), rows_f(z.t_pad * z.d_pad) {}
 };
 
-// grad and out: (T, C) rows of this head's columns; dqkv like qkv.
-// One head's rows in the backward's three inputs.
+// One head's rows in the backward's three inputs: grad and out (T, C) rows of this
+// head's columns, qkv as in the forward (all null: no head).
 struct HeadInputs {
-  const uint16_t *grad, *qkv, *out;
+  const uint16_t *grad = nullptr, *qkv = nullptr, *out = nullptr;
 };
 
-// next: the following head's inputs, prefetched a block at a time (null for none).
-void backward_head(const Sizes& z, const HeadInputs& in, const HeadInputs* next, const float* lse,
+// dqkv like qkv; next: the following head's inputs, prefetched a block at a time.
+void backward_head(const Sizes& z, const HeadInputs& in, const HeadInputs& next, const float* lse,
                    uint16_t* dqkv, bool bf16_dot, BackwardScratch& w) {
   const uint16_t *grad = in.grad, *qkv = in.qkv, *out = in.out;
   const Head q{qkv, z.ld}, k{qkv + z.c, z.ld}, v{qkv + 2 * z.c, z.ld}, g{grad, z.c};
@@ -496,12 +497,10 @@ void backward_head(const Sizes& z, const HeadInputs& in, const HeadInputs* next,
   std::fill(w.dkt.begin(), w.dkt.end(), 0.0f);
   for (int64_t i0 = 0; i0 < z.t; i0 += kRows) {
     const int64_t nk = i0 + kRows;
-    if (next) {
-      const int64_t i1 = std::min(z.t, i0 + kRows);
-      prefetch_rows(next->qkv, z.ld, i0, i1, z.d, {0, z.c, 2 * z.c});
-      prefetch_rows(next->grad, z.c, i0, i1, z.d, {0});
-      prefetch_rows(next->out, z.c, i0, i1, z.d, {0});
-    }
+    const int64_t i1 = std::min(z.t, i0 + kRows);
+    prefetch_rows(next.qkv, z.ld, i0, i1, z.d, {0, z.c, 2 * z.c});
+    prefetch_rows(next.grad, z.c, i0, i1, z.d, {0});
+    prefetch_rows(next.out, z.c, i0, i1, z.d, {0});
     dot(bf16_dot, as_words(w.q.data() + i0 * z.d_pad), z.d_pad / 2, w.kt.data(), z.t_pad, z.d_pad / 2,
         w.s.data(), z.t_pad, kRows, nk, false);  // S = Q·Kᵀ
     dot(bf16_dot, as_words(w.g.data() + i0 * z.d_pad), z.d_pad / 2, w.vt.data(), z.t_pad, z.d_pad / 2,
@@ -566,10 +565,8 @@ void causal_attention_backward(const AttentionShape& shape, const void* grad, co
   };
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / shape.heads, h = bh % shape.heads;
-    const bool more = bh + 1 < end;
-    const HeadInputs next = more ? inputs(bh + 1) : HeadInputs{};
-    backward_head(z, inputs(bh), more ? &next : nullptr, lse + bh * z.t, dx + b * z.t * z.ld + h * z.d,
-                  bf16_dot, w);
+    backward_head(z, inputs(bh), bh + 1 < end ? inputs(bh + 1) : HeadInputs{}, lse + bh * z.t,
+                  dx + b * z.t * z.ld + h * z.d, bf16_dot, w);
   }
 }
 
