@@ -120,6 +120,25 @@ TEST_CASE("layer_norm's gradients match ATen's and central differences", "[ops][
   REQUIRE(close.ok);
 }
 
+// A row of one value normalises to 0 whatever it holds, so its input gradient is
+// exactly 0: dx = rstd·(g·w − mean(g·w) − x̂·…) with g·w its own mean. With rstd near
+// 1/√eps (316), the same product rounded once for the mean and taken exactly inside a
+// fused multiply-subtract for dx left up to 6.6e-5 there.
+TEST_CASE("layer_norm's input gradient is exactly zero for rows of one value", "[ops][layer_norm]") {
+  for (const auto dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+    for (int64_t seed = 0; seed < 32; ++seed) {
+      INFO("dtype " << dtype << ", seed " << seed);
+      at::manual_seed(seed);
+      const auto x = (at::randn({6, 11, 1}) * 2 + 3).to(dtype);
+      const auto w = (at::rand({1}) + 0.5).to(dtype), b = at::randn({1}).to(dtype);
+      const auto g = at::randn({6, 11, 1}).to(dtype);
+      const auto [y, mean, rstd] = kiln::ops::layer_norm_forward(x, w, b, 1e-5);
+      const auto [dx, dw, db] = kiln::ops::layer_norm_backward(g, x, w, mean, rstd, {true, true, true});
+      REQUIRE(dx.abs().max().item<double>() == 0.0);
+    }
+  }
+}
+
 TEST_CASE("layer_norm takes a half-type grad for a float32 input and asks only for what is needed",
           "[ops][layer_norm]") {
   const int64_t c = 192;

@@ -139,12 +139,22 @@ void backward_rows(const G* grad, const X* x, const X* w, const at::opmath_type<
     const A* gr = g_as(grad + r * c, c);
     const A m = mean[r], s = rstd[r];
     const V vm(m), vs(s);
+    // dx's row (float scratch for a half type); first it keeps g·w as rounded once, so
+    // that dx subtracts its mean from the very values the mean was taken of (recomputed
+    // there, the product could be fused into that subtraction unrounded: a row of one
+    // value then got a gradient up to rstd·ulp(g·w), 6.6e-5, where it is exactly 0).
+    A* o = nullptr;
+    if (dx) {
+      if constexpr (std::is_same_v<A, X>) o = dx + r * c;
+      else o = dxs.data();
+    }
     // a = mean of g·w, bb = mean of g·w·x̂; dw += g·x̂, db += g.
     V va(0), vb(0);
     for (int64_t j = 0; j < c; j += kW) {
       const int64_t n = std::min(kW, c - j);
       const V xh = (load_n(xr + j, n) - vm) * vs, g = load_n(gr + j, n);
       const V gw = g * load_n(ws.data() + j, n);
+      if (o) n == kW ? gw.store(o + j) : gw.store(o + j, n);
       va = va + gw;
       vb = at::vec::fmadd(gw, xh, vb);
       if (dw) {
@@ -156,17 +166,14 @@ void backward_rows(const G* grad, const X* x, const X* w, const at::opmath_type<
         n == kW ? d.store(db + j) : d.store(db + j, n);
       }
     }
-    if (!dx) continue;
+    if (!o) continue;
     const A a = at::vec::vec_reduce_all<A>([](V p, V q) { return p + q; }, va) * inv_c;
     const A bb = at::vec::vec_reduce_all<A>([](V p, V q) { return p + q; }, vb) * inv_c;
-    A* o;
-    if constexpr (std::is_same_v<A, X>) o = dx + r * c;
-    else o = dxs.data();
     const V vaa(a), vbb(bb);
-    for (int64_t j = 0; j < c; j += kW) {  // dx = rstd·(g·w − a − x̂·bb)
+    for (int64_t j = 0; j < c; j += kW) {  // dx = rstd·(g·w − a − x̂·bb), g·w from o
       const int64_t n = std::min(kW, c - j);
       const V xh = (load_n(xr + j, n) - vm) * vs;
-      const V d = vs * (load_n(gr + j, n) * load_n(ws.data() + j, n) - vaa - xh * vbb);
+      const V d = vs * (load_n(o + j, n) - vaa - xh * vbb);
       n == kW ? d.store(o + j) : d.store(o + j, n);
     }
     if constexpr (!std::is_same_v<A, X>) widen(o, dx + r * c, c);
