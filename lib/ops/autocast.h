@@ -9,6 +9,8 @@
 
 #include <optional>
 
+#include "ops.h"
+
 namespace kiln::ops::autocast {
 
 /// Excludes device D's autocast key for the nested call.
@@ -23,11 +25,19 @@ at::ScalarType lower_dtype() {
   return at::autocast::get_autocast_dtype(D);
 }
 
-/// `t` in `dtype` when it is a floating tensor of another dtype; weights (leaves
-/// that require grad) go through autocast's cast cache, as ATen's ops do.
+/// `t` in `dtype` when it is a floating tensor of another dtype. On the CPU through
+/// kiln::cast, whose kernel takes half the time of ATen's cast there (docs/ops.md;
+/// autocast casts every weight and, backward, its gradient once a step); it keeps no
+/// cache, so a weight used twice in one forward is cast twice. Elsewhere weights
+/// (leaves that require grad) go through autocast's cast cache, as ATen's ops do.
 template <c10::DeviceType D>
 at::Tensor cast(const at::Tensor& t, at::ScalarType dtype) {
-  return at::autocast::cached_cast(dtype, t, D);
+  if constexpr (D == c10::DeviceType::CPU) {
+    if (!at::autocast::is_eligible(t, D) || t.scalar_type() == dtype) return t;
+    return kiln::ops::cast(t, dtype);
+  } else {
+    return at::autocast::cached_cast(dtype, t, D);
+  }
 }
 template <c10::DeviceType D>
 std::optional<at::Tensor> cast(const std::optional<at::Tensor>& t, at::ScalarType dtype) {

@@ -49,15 +49,16 @@ inline void check_like(std::string_view op, std::string_view a_name, const at::T
 }
 
 /// The kernel-side name of a (checked) floating dtype.
-inline DType kernel_dtype(const at::Tensor& t) {
-  switch (t.scalar_type()) {
+inline DType kernel_dtype(at::ScalarType s) {
+  switch (s) {
     case at::kFloat: return DType::kFloat;
     case at::kDouble: return DType::kDouble;
     case at::kHalf: return DType::kHalf;
     case at::kBFloat16: return DType::kBFloat16;
-    default: TORCH_INTERNAL_ASSERT(false, "kernel_dtype: unchecked dtype ", t.scalar_type());
+    default: TORCH_INTERNAL_ASSERT(false, "kernel_dtype: unchecked dtype ", s);
   }
 }
+inline DType kernel_dtype(const at::Tensor& t) { return kernel_dtype(t.scalar_type()); }
 
 /// An output with `t`'s shape and, when t is dense (contiguous, channels-last, any
 /// permutation), its strides; else contiguous. On huge pages when it is a large CPU tensor.

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY(kiln, m) {
+  m.def("cast(Tensor x, ScalarType dtype) -> Tensor");
   m.def("relu(Tensor x) -> Tensor");
   m.def("relu_backward(Tensor grad, Tensor y) -> Tensor");
   m.def("sigmoid(Tensor x, float beta=1.0, float? grad_clip=None) -> Tensor");
@@ -59,6 +60,8 @@ c10::TypedOperatorHandle<Signature> op_handle(const char* name) {
   return op.call(__VA_ARGS__)
 
 }  // namespace
+
+Tensor cast(const Tensor& x, at::ScalarType dtype) { KILN_CALL(cast, Tensor(const Tensor&, at::ScalarType), x, dtype); }
 
 Tensor relu(const Tensor& x) { KILN_CALL(relu, Tensor(const Tensor&), x); }
 Tensor relu_backward(const Tensor& grad, const Tensor& y) {

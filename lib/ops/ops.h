@@ -11,6 +11,12 @@
 
 namespace kiln::ops {
 
+/// x in dtype (a new tensor, strides kept): float32 to and from bfloat16 or float16
+/// by kiln's vectorised CPU kernel, rounding to nearest even as ATen's cast does;
+/// the gradient is cast back. Kiln's autocast kernels cast with it on the CPU.
+/// Example: auto xb = kiln::ops::cast(x, at::kBFloat16);
+at::Tensor cast(const at::Tensor& x, at::ScalarType dtype);
+
 /// y = max(x, 0), differentiable twice. Example: auto y = kiln::ops::relu(x);
 at::Tensor relu(const at::Tensor& x);
 /// The gradient of relu given its output: grad where y > 0, else 0.

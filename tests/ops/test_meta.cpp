@@ -97,6 +97,9 @@ std::vector<OpCase> op_cases(at::ScalarType dtype) {
     const auto add = [&](const std::string& name, OpFn f, Tensors in) {
       cases.push_back({name + " (" + layout + ")", std::move(f), std::move(in)});
     };
+    add("cast", [dtype](const Tensors& t) {
+          return Tensors{ops::cast(t[0], dtype == at::kFloat ? at::kBFloat16 : at::kFloat)};
+        }, {x});
     add("relu", [](const Tensors& t) { return Tensors{ops::relu(t[0])}; }, {x});
     add("relu_backward", [](const Tensors& t) { return Tensors{ops::relu_backward(t[0], t[1])}; },
         {g, x});
@@ -238,6 +241,9 @@ std::vector<OpCase> error_cases() {
     return Tensors{ops::cross_entropy_backward(t[0], t[1], t[2], t[3])};
   };
   return {
+      {"cast: x of dtype Int", [](const Tensors& t) { return Tensors{ops::cast(t[0], at::kFloat)}; },
+       {at::ones({3}, at::kInt)}},
+      {"cast: dtype Long", [](const Tensors& t) { return Tensors{ops::cast(t[0], at::kLong)}; }, {r({3})}},
       {"relu: x of dtype Int", [](const Tensors& t) { return Tensors{ops::relu(t[0])}; },
        {at::ones({3}, at::kInt)}},
       {"relu_backward: y of another shape",

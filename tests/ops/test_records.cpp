@@ -21,6 +21,7 @@ at::Tensor input(std::vector<int64_t> shape, bool grad) {
 std::vector<Call> calls() {
   namespace k = kiln::ops;
   return {
+      {"cast", [](bool g) { return std::vector{k::cast(input({64}, g), at::kBFloat16)}; }},
       {"relu", [](bool g) { return std::vector{k::relu(input({64}, g))}; }},
       {"relu_backward", [](bool g) { return std::vector{k::relu_backward(input({64}, g), input({64}, g))}; }},
       {"sigmoid", [](bool g) { return std::vector{k::sigmoid(input({64}, g), 2.0, 0.5)}; }},
