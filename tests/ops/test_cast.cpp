@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "ops/autocast.h"
 #include "ops/cast/cast_kernel.h"
 #include "ops/cpu_bf16.h"
 #include "ops/op_support.h"
@@ -151,4 +152,18 @@ TEST_CASE("cast rejects bad input with a message naming the argument", "[ops][ca
                       Catch::Contains("kiln::cast: x: expected a floating-point tensor") && Catch::Contains("Int"));
   REQUIRE_THROWS_WITH(kiln::ops::cast(at::ones({3}), at::kLong),
                       Catch::Contains("kiln::cast: dtype: expected float32, float64, float16 or bfloat16, got Long"));
+}
+
+TEST_CASE("autocast's CPU cast leaves tensors of other layouts to ATen's cast", "[ops][cast][autocast]") {
+  // kiln::cast has strided kernels only; a sparse tensor must still cast as ATen's autocast would.
+  const auto dense = at::randn({4, 5});
+  const auto sparse = dense.to_sparse();
+  const auto cast = kiln::ops::autocast::cast<c10::DeviceType::CPU>(sparse, at::kBFloat16);
+  REQUIRE(cast.is_sparse());
+  REQUIRE(cast.scalar_type() == at::kBFloat16);
+  REQUIRE(at::equal(cast.to_dense(), dense.to(at::kBFloat16)));
+  // A strided one goes through kiln::cast; an ineligible one (float64, integers) is returned as it is.
+  REQUIRE(at::equal(kiln::ops::autocast::cast<c10::DeviceType::CPU>(dense, at::kBFloat16), dense.to(at::kBFloat16)));
+  const auto d = at::randn({3}, at::kDouble);
+  REQUIRE(kiln::ops::autocast::cast<c10::DeviceType::CPU>(d, at::kBFloat16).is_same(d));
 }
