@@ -18,14 +18,18 @@ namespace kiln::ops {
 /// Elements per CPU task: small tensors run on one thread, large ones split.
 constexpr int64_t kElementwiseGrain = 32768;
 
+/// Whether kiln's kernels take dtype `s`: float32, float64, float16 or bfloat16.
+inline bool is_kernel_dtype(at::ScalarType s) {
+  return s == at::kFloat || s == at::kDouble || s == at::kHalf || s == at::kBFloat16;
+}
+
 /// Throws unless `t` is a defined float32/float64/float16/bfloat16 tensor.
 /// Example: check_floating("kiln::relu", "x", x);
 inline void check_floating(std::string_view op, std::string_view arg, const at::Tensor& t) {
   TORCH_CHECK(t.defined(), op, ": ", arg, ": expected a tensor, got an undefined one");
-  const auto s = t.scalar_type();
-  TORCH_CHECK(s == at::kFloat || s == at::kDouble || s == at::kHalf || s == at::kBFloat16, op, ": ",
-              arg, ": expected a floating-point tensor (float32, float64, float16 or bfloat16), got ",
-              s);
+  TORCH_CHECK(is_kernel_dtype(t.scalar_type()), op, ": ", arg,
+              ": expected a floating-point tensor (float32, float64, float16 or bfloat16), got ",
+              t.scalar_type());
 }
 
 /// Whether `b` is defined with the shape, dtype and device of `a`: check_like's test

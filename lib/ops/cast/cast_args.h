@@ -8,8 +8,7 @@ namespace kiln::ops {
 /// Example: check_cast(x, at::kBFloat16);
 inline void check_cast(const at::Tensor& x, at::ScalarType dtype) {
   check_floating("kiln::cast", "x", x);
-  TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16,
-              "kiln::cast: dtype: expected float32, float64, float16 or bfloat16, got ", dtype);
+  TORCH_CHECK(is_kernel_dtype(dtype), "kiln::cast: dtype: expected float32, float64, float16 or bfloat16, got ", dtype);
 }
 
 }  // namespace kiln::ops
