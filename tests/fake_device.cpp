@@ -270,7 +270,8 @@ TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
-  using at::IntArrayRef, at::Scalar, at::ScalarType, at::Tensor;  // the lists' signatures
+  // the lists' signatures name these unqualified (torch 2.11's also DimnameList)
+  using at::DimnameList, at::IntArrayRef, at::Scalar, at::ScalarType, at::Tensor;
 #define KILN_FAKE_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define KILN_FAKE_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
 #define KILN_FAKE_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
