@@ -270,8 +270,9 @@ TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
-  // the lists' signatures name these unqualified (torch 2.11's also DimnameList)
-  using at::DimnameList, at::IntArrayRef, at::Scalar, at::ScalarType, at::Tensor;
+  // The lists' signatures name ATen's types unqualified, and which types differs by
+  // version (torch 2.11's name DimnameList, which 2.14 no longer has).
+  using namespace at;
 #define KILN_FAKE_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define KILN_FAKE_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
 #define KILN_FAKE_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
