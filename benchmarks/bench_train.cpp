@@ -18,10 +18,14 @@
 // all of that in each, and the speed-up of the second over the first (kiln's step,
 // the twin's, the floor's, the 2048³ GEMM's) is paired per round too. Both sides run
 // under kiln's heap policy (util/heap.h: freed memory kept, large tensors on huge pages).
+// With --device cuda both sides train on the GPU (the data set on the device), each
+// step's time ending with a device synchronisation on both sides, the floor's GEMMs and
+// AdamW run there, and the peak is an 8192³ GEMM.
 //
 //   kiln_bench_train [--config configs/fashion_mlp.toml] [--batches 128,32]
 //                    [--steps 200] [--warmup 50] [--rounds 3] [--threads 2]
-//                    [--precision fp32|bf16|fp32,bf16] [--compile] [--python PATH]
+//                    [--precision fp32|bf16|fp32,bf16] [--device cpu|cuda]
+//                    [--compile] [--python PATH]
 //                    [--json FILE]
 //                    [--rest 2] [--each] [--set section.key=value ...]
 //
@@ -31,6 +35,7 @@
 #include <ATen/Parallel.h>
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <array>
@@ -59,10 +64,15 @@ using kiln::bench::quantile;
 
 namespace {
 
-// The time of each step's report: step i's time is the end of step i.
+// The time of each step's report: step i's time is the end of step i (on CUDA, once
+// its kernels are done: the report comes when the host has queued them).
 struct StepClock : kiln::train::TrainObserver {
+  bool cuda = false;
   std::vector<Clock::time_point> at;
-  void on_step(const kiln::train::StepReport&) override { at.push_back(Clock::now()); }
+  void on_step(const kiln::train::StepReport&) override {
+    if (cuda) torch::cuda::synchronize();
+    at.push_back(Clock::now());
+  }
 };
 
 // The widths of an MLP's layers, input to output.
@@ -94,19 +104,20 @@ double mlp_step_flops(const kiln::nn::MlpOptions& m, int64_t batch) {
 // each of `steps` after `warmup`. No step built on these GEMMs and this optimizer is
 // faster, so the twin's ms ÷ this is the highest ratio to the twin such a step can reach.
 std::vector<double> floor_ms(const kiln::nn::MlpOptions& m, int64_t batch, int64_t warmup,
-                             int64_t steps, at::ScalarType dtype) {
+                             int64_t steps, at::ScalarType dtype, const at::Device& device) {
   const auto widths = mlp_widths(m);
-  const auto opt = at::TensorOptions().dtype(dtype);
+  const auto opt = at::TensorOptions().dtype(dtype).device(device);
+  const auto f32 = at::TensorOptions().device(device);
   const bool fp32 = dtype == at::kFloat;
   std::vector<at::Tensor> act{at::randn({batch, widths[0]}, opt)}, grad_act, ws, bs;
   std::vector<at::Tensor> params, grads, ms, vs;  // the optimizer's, float32
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     const std::vector<int64_t> weight{widths[i + 1], widths[i]}, bias{widths[i + 1]};
     for (const auto* shape : {&weight, &bias}) {
-      params.push_back(at::randn(*shape) * 0.05);
-      grads.push_back(at::randn(*shape) * 1e-3);
-      ms.push_back(at::zeros(*shape));
-      vs.push_back(at::zeros(*shape));
+      params.push_back(at::randn(*shape, f32) * 0.05);
+      grads.push_back(at::randn(*shape, f32) * 1e-3);
+      ms.push_back(at::zeros(*shape, f32));
+      vs.push_back(at::zeros(*shape, f32));
     }
     // In float32 the GEMMs use the parameters and make the gradients the optimizer
     // reads, as a step does; in bf16 they work on copies of their own.
@@ -126,24 +137,34 @@ std::vector<double> floor_ms(const kiln::nn::MlpOptions& m, int64_t batch, int64
     kiln::ops::fused_adamw_(params, grads, ms, vs, 1e-3, 0.9, 0.999, 1e-2, 1e-8, ++step);
   };
   for (int64_t i = 0; i < warmup; ++i) one_step();
+  kiln::bench::sync(device);
   std::vector<double> ms_each;
   for (int64_t i = 0; i < steps; ++i) {
     const auto t0 = Clock::now();
     one_step();
+    kiln::bench::sync(device);
     ms_each.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   return ms_each;
 }
 
+// The side of the square GEMM that measures a device's peak: 2048 on the CPU, 8192 on
+// a GPU (where 2048³ takes microseconds, under its launch's cost).
+int64_t peak_size(const at::Device& device) { return device.is_cuda() ? 8192 : 2048; }
+
 // GFLOP/s of an n×n by n×n matrix product in `dtype` with the current threads: the best
 // of a few timed calls after one untimed.
-double gemm_peak(at::ScalarType dtype, int64_t n = 2048) {
-  const auto a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
+double gemm_peak(at::ScalarType dtype, const at::Device& device) {
+  const int64_t n = peak_size(device);
+  const auto opt = at::TensorOptions().device(device);
+  const auto a = at::randn({n, n}, opt).to(dtype), b = at::randn({n, n}, opt).to(dtype);
   auto c = at::mm(a, b);
   double best = 0;
   for (int i = 0; i < 5; ++i) {
+    kiln::bench::sync(device);
     const auto t0 = Clock::now();
     at::mm_out(c, a, b);
+    kiln::bench::sync(device);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, 2.0 * static_cast<double>(n * n * n) / s / 1e9);
   }
@@ -153,9 +174,10 @@ double gemm_peak(at::ScalarType dtype, int64_t n = 2048) {
 // kiln's ms for each step after the warm-up, in this process: the time between a
 // step's report and the one before it.
 std::vector<double> kiln_ms(kiln::train::RunSpec spec, const fs::path& run_dir, int64_t warmup,
-                            int64_t steps) {
+                            int64_t steps, bool cuda) {
   spec.run_dir = run_dir.string();
   StepClock clock;
+  clock.cuda = cuda;
   kiln::train::train(spec, clock);
   fs::remove_all(run_dir);
   if (static_cast<int64_t>(clock.at.size()) != warmup + steps)
@@ -236,6 +258,7 @@ int main(int argc, char** argv) {
       ("rounds", "rounds (kiln, Python, GEMM) per batch size", cxxopts::value<int>()->default_value("3"))
       ("threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))
       ("precision", "fp32, bf16 (autocast on both sides) or both, paired per round", cxxopts::value<std::vector<std::string>>()->default_value("fp32"))
+      ("device", "cpu or cuda: where both sides train", cxxopts::value<std::string>()->default_value("cpu"))
       ("compile", "also time the twin under torch.compile")
       ("each", "also print every round's medians")
       ("rest", "idle seconds before each side's run", cxxopts::value<double>()->default_value("2"))
@@ -262,6 +285,12 @@ int main(int argc, char** argv) {
       if (std::find(precisions.begin(), precisions.begin() + static_cast<std::ptrdiff_t>(i), precisions[i]) !=
           precisions.begin() + static_cast<std::ptrdiff_t>(i))
         throw kiln::InputError("--precision: \"" + precisions[i] + "\" is listed twice");
+    const std::string device_name = args["device"].as<std::string>();
+    if (device_name != "cpu" && device_name != "cuda")
+      throw kiln::InputError("--device: expected cpu or cuda, found \"" + device_name + "\"");
+    if (device_name == "cuda" && !torch::cuda::is_available())
+      throw kiln::InputError("--device cuda: this machine has no CUDA device");
+    const at::Device device(device_name == "cuda" ? at::kCUDA : at::kCPU);
     std::string precision_list;
     for (const auto& precision : precisions) precision_list += (precision_list.empty() ? "" : ",") + precision;
     const std::string python = args["python"].as<std::string>().empty() ? default_python()
@@ -282,8 +311,8 @@ int main(int argc, char** argv) {
 
     const fs::path tmp = fs::temp_directory_path() / ("kiln_bench_train." + std::to_string(getpid()));
     nlohmann::json rows = nlohmann::json::array();
-    std::printf("kiln_bench_train: %s, %s, %d threads, %lld warm-up + %lld timed steps, %d rounds\n",
-                args["config"].as<std::string>().c_str(), precision_list.c_str(), threads,
+    std::printf("kiln_bench_train: %s, %s on %s, %d threads, %lld warm-up + %lld timed steps, %d rounds\n",
+                args["config"].as<std::string>().c_str(), precision_list.c_str(), device_name.c_str(), threads,
                 static_cast<long long>(warmup), static_cast<long long>(steps), rounds);
     std::printf("%s; the twin runs with %s\n", kiln::heap::policy().c_str(),
                 kiln::heap::policy_environment().c_str());
@@ -311,6 +340,7 @@ int main(int argc, char** argv) {
         for (const auto& o : {"train.batch_size=" + std::to_string(batch),
                               "train.max_steps=" + std::to_string(warmup + steps),
                               "train.threads=" + std::to_string(threads), "train.precision=\"" + precision + "\"",
+                              "train.device=\"" + device_name + "\"",
                               std::string("train.eval_every=0"), std::string("checkpoint.every=0"),
                               std::string("profile.steps=\"\""), std::string("tensorboard.histogram_every=0")})
           overrides.push_back(o);
@@ -330,7 +360,7 @@ int main(int argc, char** argv) {
                                     shell_quoted(twin) + " --batch-size " + std::to_string(batch) +
                                     " --steps " + std::to_string(steps) + " --warmup " + std::to_string(warmup) +
                                     " --threads " + std::to_string(threads) + " --precision " + precision +
-                                    " --hidden " + shell_quoted(hidden) + numbers;
+                                    " --hidden " + shell_quoted(hidden) + " --device " + device_name + numbers;
         sides.push_back({precision, spec, command, precision == "bf16" ? at::kBFloat16 : at::kFloat, {}, {}, {}, {}, {}});
       }
       // The in-features the data gave the model (784 for Fashion-MNIST): the config's
@@ -345,14 +375,14 @@ int main(int argc, char** argv) {
       for (int r = 0; r < rounds; ++r) {
         for (auto& s : sides) {
           rest();
-          add(s.k, kiln_ms(s.spec, tmp / ("run" + std::to_string(r)), warmup, steps));
+          add(s.k, kiln_ms(s.spec, tmp / ("run" + std::to_string(r)), warmup, steps, device.is_cuda()));
           rest();
           at::set_num_threads(threads);
-          add(s.f, floor_ms(mlp, batch, warmup, steps, s.dtype));  // next to kiln's, for k/floor
+          add(s.f, floor_ms(mlp, batch, warmup, steps, s.dtype, device));  // next to kiln's, for k/floor
           rest();
           add(s.p, twin_ms(s.command));
           if (compile) rest(), add(s.pc, twin_ms(s.command + " --compile"));
-          s.peaks.push_back(gemm_peak(s.dtype));
+          s.peaks.push_back(gemm_peak(s.dtype, device));
           if (each)
             std::printf("  batch %lld %s round %d: median ms kiln %.3f, floor %.3f, python %.3f; ratio %.2f\n",
                         static_cast<long long>(batch), s.precision.c_str(), r + 1, s.k[kMedian].back(),
@@ -365,7 +395,7 @@ int main(int argc, char** argv) {
         const auto& s = sides[pi];
         const double peak = *std::max_element(s.peaks.begin(), s.peaks.end());
         best_peak[pi] = std::max(best_peak[pi], peak);
-        nlohmann::json row = {{"batch", batch}, {"precision", s.precision}, {"threads", threads},
+        nlohmann::json row = {{"batch", batch}, {"precision", s.precision}, {"device", device_name}, {"threads", threads},
                               {"step_gflop", flops / 1e9}, {"gemm_peak_gflops", peak}};
         for (size_t si = 0; si < kStats.size(); ++si) {
           // The ratios are paired within a round (the machine's speed drifts between
@@ -420,8 +450,8 @@ int main(int argc, char** argv) {
         }
         std::vector<double> gr;
         for (int r = 0; r < rounds; ++r) gr.push_back(b.peaks[r] / a.peaks[r]);
-        std::printf("%6lld %s÷%s 2048³ GEMM: %.2fx\n", static_cast<long long>(batch), b.precision.c_str(),
-                    a.precision.c_str(), quantile(gr, 0.5));
+        std::printf("%6lld %s÷%s %lld³ GEMM: %.2fx\n", static_cast<long long>(batch), b.precision.c_str(),
+                    a.precision.c_str(), static_cast<long long>(peak_size(device)), quantile(gr, 0.5));
       }
     }
     std::string peaks;
@@ -438,9 +468,10 @@ int main(int argc, char** argv) {
         "rounds); floor = the same GEMMs and fused AdamW alone, back to back; ceiling = python ms ÷ floor "
         "ms in each round, the highest ratio a step on these GEMMs can reach; k/floor = kiln ms ÷ floor "
         "ms; GF/s = the step's matrix-product "
-        "FLOPs per second; k/peak = kiln's against a 2048³ GEMM of its precision in the same run (best GF/s: %s)%s\n",
-        peaks.c_str(),
-        precisions.size() > 1 ? "; A÷B = steps/s in precision A ÷ in B, each side's own, paired per round" : "");
+        "FLOPs per second; k/peak = kiln's against a %lld³ GEMM of its precision in the same run (best GF/s: %s)%s%s\n",
+        static_cast<long long>(peak_size(device)), peaks.c_str(),
+        precisions.size() > 1 ? "; A÷B = steps/s in precision A ÷ in B, each side's own, paired per round" : "",
+        device.is_cuda() ? "; on CUDA every timed step (kiln's, the twin's, the floor's) ends with a device synchronisation" : "");
     if (const auto path = args["json"].as<std::string>(); !path.empty()) std::ofstream(path) << rows.dump(1) << '\n';
     return 0;
   } catch (const kiln::InputError& e) {

@@ -3,7 +3,8 @@
 # machine's Python, runs the whole test suite (the CUDA tests included), trains with
 # `kiln train` on CUDA (fp32, bf16, fp16, a resume on CUDA, a CUDA checkpoint resumed
 # on the CPU, the default config), runs the CUDA op, optimizer and
-# activation-checkpointing memory benchmarks, and writes every figure under OUTDIR
+# activation-checkpointing memory benchmarks and the training step against its Python
+# twin on the GPU, and writes every figure under OUTDIR
 # (default gpu-results/; summary.txt has each training run's last metrics line).
 #
 #   scripts/gpu_check.sh [OUTDIR]
@@ -54,7 +55,7 @@ if [[ ! -f "$data_root/train-images-idx3-ubyte.gz" && -d "$bundle/fashion-mnist"
 fi
 echo "data: $data_root" | tee -a "$out/summary.txt"
 
-(cd "$build" && ctest --output-on-failure -j 4 > "$out/ctest.txt" 2>&1)
+(cd "$build" && ctest --output-on-failure -j "$(( $(nproc) > 8 ? 8 : $(nproc) ))" > "$out/ctest.txt" 2>&1)
 tests_rc=$?
 grep -E "tests passed|tests failed|Skipped|\\*\\*\\*Failed" "$out/ctest.txt" | tee -a "$out/summary.txt"
 
@@ -154,5 +155,12 @@ cat "$out/bench_memory_cuda.txt"
 "$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 20 \
     --json "$out/bench_optim_cuda.json" > "$out/bench_optim_cuda.txt" 2>&1 || bench_rc=1
 cat "$out/bench_optim_cuda.txt"
+
+# The default model's training step on CUDA against its Python twin (eager, fused
+# AdamW) on the same GPU, each step ending with a device synchronisation on both sides.
+KILN_FASHION_MNIST="$data_root" "$build/bin/kiln_bench_train" --device cuda --python "$py" --precision fp32,bf16 --rounds 3 \
+    --rest 0.2 --set data.root="$data_root" --json "$out/bench_train_cuda.json" \
+    > "$out/bench_train_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_train_cuda.txt"
 echo "tests rc $tests_rc, training rc $train_rc, benchmarks rc $bench_rc" | tee -a "$out/summary.txt"
 exit $(( tests_rc || train_rc || bench_rc ))

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import torch
 
-FASHION_MNIST = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist (kiln's default)
+# Debian's dataset-fashion-mnist (kiln's default); KILN_FASHION_MNIST names another copy
+FASHION_MNIST = os.environ.get("KILN_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
 
 
 def read_idx(name, root=FASHION_MNIST):
@@ -51,9 +52,14 @@ def parse_args(description, batch_size, extend=None, precision="bf16"):
     return args
 
 
+def device(args):
+    """Where the twin trains: args.device for a twin that has the option (mlp_twin.py), else the CPU."""
+    return getattr(args, "device", "cpu")
+
+
 def autocast(args):
-    """The forward and loss's precision context: bf16 autocast on the CPU, or none."""
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    """The forward and loss's precision context: bf16 autocast on the twin's device, or none."""
+    return torch.autocast(device(args), dtype=torch.bfloat16, enabled=args.precision == "bf16")
 
 
 def cosine_schedule(optimizer, warmup_steps, total_steps, min_ratio=0.0):
@@ -74,13 +80,18 @@ def print_shapes(model):
 def time_steps(step, args):
     """Runs step() args.warmup times untimed, then args.steps times, each timed; returns
     each timed step's milliseconds. step() must do all a kiln training step does: fetch
-    the batch, zero_grad, forward, loss, backward, (clip), optimizer and schedule step."""
+    the batch, zero_grad, forward, loss, backward, (clip), optimizer and schedule step.
+    On CUDA each step ends with a device synchronisation inside its time, as
+    kiln_bench_train times kiln's steps there: a step is done when its kernels are."""
+    sync = torch.cuda.synchronize if device(args) == "cuda" else (lambda: None)
     for _ in range(args.warmup):
         step()
+    sync()
     step_ms = []
     for _ in range(args.steps):
         start = time.perf_counter()
         step()
+        sync()
         step_ms.append((time.perf_counter() - start) * 1000.0)
     return step_ms
 
