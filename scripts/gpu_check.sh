@@ -55,8 +55,9 @@ if [[ ! -f "$data_root/train-images-idx3-ubyte.gz" && -d "$bundle/fashion-mnist"
 fi
 echo "data: $data_root" | tee -a "$out/summary.txt"
 
-(cd "$build" && ctest --output-on-failure -j "$(( $(nproc) > 8 ? 8 : $(nproc) ))" > "$out/ctest.txt" 2>&1)
+(cd "$build" && ctest --output-on-failure --timeout 180 -j "$(( $(nproc) > 8 ? 8 : $(nproc) ))" > "$out/ctest.txt" 2>&1)
 tests_rc=$?
+echo "tests done at $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
 grep -E "tests passed|tests failed|Skipped|\\*\\*\\*Failed" "$out/ctest.txt" | tee -a "$out/summary.txt"
 
 # --- kiln train on CUDA ----------------------------------------------------------
@@ -67,7 +68,7 @@ rm -rf "$runs" && mkdir -p "$runs"
 train_rc=0
 train() {
   local label="$1" dir="$2"; shift 2
-  (cd "$root" && "$build/bin/kiln" train "$@" --set data.root="$data_root") \
+  (cd "$root" && timeout 180 "$build/bin/kiln" train "$@" --set data.root="$data_root") \
     > "$out/train_$label.txt" 2>&1
   local rc=$?
   ((rc == 0)) || train_rc=1
@@ -139,6 +140,7 @@ cmp -s "$out/sample_cuda.txt" "$out/sample_cuda--no-cache.txt" \
   && echo "sample on CUDA: the cache gives the uncached tokens" | tee -a "$out/summary.txt" \
   || { echo "sample on CUDA: the cache and no cache differ" | tee -a "$out/summary.txt"; train_rc=1; }
 
+echo "training runs done at $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
 "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
     --dtypes float32,float16,bfloat16 --rounds 5 --min-ms 5 \
     --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
@@ -162,5 +164,6 @@ KILN_FASHION_MNIST="$data_root" "$build/bin/kiln_bench_train" --device cuda --py
     --rest 0.2 --set data.root="$data_root" --json "$out/bench_train_cuda.json" \
     > "$out/bench_train_cuda.txt" 2>&1 || bench_rc=1
 cat "$out/bench_train_cuda.txt"
+echo "benchmarks done at $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
 echo "tests rc $tests_rc, training rc $train_rc, benchmarks rc $bench_rc" | tee -a "$out/summary.txt"
 exit $(( tests_rc || train_rc || bench_rc ))
