@@ -94,7 +94,7 @@ std::optional<std::string> read_data_json(const std::string& checkpoint) {
 // --out as a directory of NAME.npy: a name that is not a plain file name is refused.
 void write_npy_dir(const fs::path& dir, const safetensors::Contents& model,
                    const std::optional<std::string>& data_json, const std::string& source) {
-  fs::remove_all(dir);  // a leftover of a crashed export by a process of the same id
+  files::remove_tree(dir.string());  // a leftover of a crashed export by a process of the same id
   fs::create_directory(dir);
   std::vector<std::string> widened;
   for (const auto& [name, t] : model.tensors) {
@@ -152,13 +152,13 @@ int run_export(const ExportCommand& cmd) {
         const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
         fs::rename(out, old);
         fs::rename(tmp, out);
-        fs::remove_all(old);
+        files::remove_tree(old.string());
       } else {
         fs::rename(tmp, out);
       }
     } catch (...) {
       std::error_code ignored;
-      fs::remove_all(tmp, ignored);
+      files::remove_tree(tmp.string(), ignored);
       throw;
     }
     files::sync_directory(out.has_parent_path() ? out.parent_path().string() : ".");

@@ -25,6 +25,7 @@
 #include "data/npy.h"
 #include "data/npz.h"
 #include "data/text.h"
+#include "util/files.h"
 
 namespace {
 
@@ -149,6 +150,6 @@ int main(int argc, char** argv) {
     std::printf("%-20s %-22s %9.1f %14.0f %18s\n", r.format.c_str(), r.file.c_str(), r.bytes / 1e6,
                 r.bytes / 1e6 / r.reader_s, load);
   }
-  fs::remove_all(dir);
+  kiln::files::remove_tree(dir.string());
   return 0;
 }

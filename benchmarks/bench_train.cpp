@@ -56,6 +56,7 @@
 #include "train/trainer.h"
 #include "train_command.h"
 #include "util/error.h"
+#include "util/files.h"
 #include "util/heap.h"
 
 namespace fs = std::filesystem;
@@ -179,7 +180,7 @@ std::vector<double> kiln_ms(kiln::train::RunSpec spec, const fs::path& run_dir, 
   StepClock clock;
   clock.cuda = cuda;
   kiln::train::train(spec, clock);
-  fs::remove_all(run_dir);
+  kiln::files::remove_tree(run_dir.string());
   if (static_cast<int64_t>(clock.at.size()) != warmup + steps)
     throw std::runtime_error("kiln ran " + std::to_string(clock.at.size()) + " steps, expected " +
                              std::to_string(warmup + steps));

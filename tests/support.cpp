@@ -2,6 +2,7 @@
 #include "support.h"
 
 #include "util/error.h"
+#include "util/files.h"
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -125,7 +126,7 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() {
   std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  kiln::files::remove_tree(path_, ec);
 }
 
 }  // namespace kiln::test

@@ -275,7 +275,7 @@ std::string Checkpointer::save(const TrainPosition& position, const std::string&
     bool installed = false;
     ~RemoveUnlessInstalled() {
       std::error_code ignored;
-      if (!installed) fs::remove_all(dir, ignored);
+      if (!installed) files::remove_tree(dir.string(), ignored);
     }
   } partial{tmp};
 

@@ -73,15 +73,15 @@ nlohmann::json read_manifest(const fs::path& checkpoint_dir) {
 
 void remove_checkpoint_dir(const fs::path& dir) {
   const fs::path trash = dir.parent_path() / (std::string(kTrashPrefix) + dir.filename().string());
-  fs::remove_all(trash);
+  files::remove_tree(trash.string());
   fs::rename(dir, trash);
-  fs::remove_all(trash);
+  files::remove_tree(trash.string());
 }
 
 void remove_leftovers(const fs::path& checkpoints_root) {
   for (const auto& entry : fs::directory_iterator(checkpoints_root)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with(kTmpPrefix) || name.starts_with(kTrashPrefix)) fs::remove_all(entry.path());
+    if (name.starts_with(kTmpPrefix) || name.starts_with(kTrashPrefix)) files::remove_tree(entry.path().string());
   }
 }
 

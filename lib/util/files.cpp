@@ -2,6 +2,7 @@
 // cannot do, and zlib's CRC-32.
 #include "util/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "util/error.h"
 
@@ -29,7 +31,64 @@ struct Fd {
   }
 };
 
+// Removes the entry `name` of the directory `dir_fd` (`path` names it in messages) and,
+// when it is a directory, everything under it first; counts what goes in `removed`.
+// Returns 0 or the errno of the first failure, whose entry `failed` names.
+int remove_at(int dir_fd, const char* name, const std::string& path, uint64_t& removed,
+              std::string& failed) {
+  if (::unlinkat(dir_fd, name, 0) == 0) return ++removed, 0;
+  if (errno == ENOENT) return 0;
+  const int unlink_error = errno;  // EISDIR, or EPERM, which POSIX allows for a directory
+  if (unlink_error != EISDIR && unlink_error != EPERM) return failed = path, unlink_error;
+  const int fd = ::openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return 0;
+    // Not a directory after all (a link is not followed): unlink's own refusal stands.
+    return failed = path, errno == ENOTDIR || errno == ELOOP ? unlink_error : errno;
+  }
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    return failed = path, error;
+  }
+  // The names first, then the removals: a directory changed while it is read may skip entries.
+  std::vector<std::string> names;
+  int error = 0;
+  for (errno = 0;;) {
+    const dirent* e = ::readdir(dir);
+    if (e == nullptr) {
+      error = errno;
+      break;
+    }
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+  }
+  if (error) failed = path;
+  for (size_t i = 0; i < names.size() && !error; ++i)
+    error = remove_at(::dirfd(dir), names[i].c_str(), path + "/" + names[i], removed, failed);
+  ::closedir(dir);
+  if (error) return error;
+  if (::unlinkat(dir_fd, name, AT_REMOVEDIR) == 0) return ++removed, 0;
+  return errno == ENOENT ? 0 : (failed = path, errno);
+}
+
 }  // namespace
+
+uint64_t remove_tree(const std::string& path, std::error_code& ec) {
+  uint64_t removed = 0;
+  std::string failed;
+  const int error = path.empty() ? 0 : remove_at(AT_FDCWD, path.c_str(), path, removed, failed);
+  ec = error ? std::error_code(error, std::generic_category()) : std::error_code();
+  return removed;
+}
+
+uint64_t remove_tree(const std::string& path) {
+  uint64_t removed = 0;
+  std::string failed;
+  if (const int error = path.empty() ? 0 : remove_at(AT_FDCWD, path.c_str(), path, removed, failed))
+    throw IoError(failed, "remove", error);
+  return removed;
+}
 
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

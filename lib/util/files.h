@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace kiln::files {
 
@@ -37,6 +38,20 @@ struct FileId {
 /// The FileId of `path`, or nullopt when nothing is there (deleted, moved away).
 /// Example: if (kiln::files::file_id(run_dir) != id) … // the directory was replaced
 std::optional<FileId> file_id(const std::string& path);
+
+/// Removes `path` and, for a directory, everything under it, without following symbolic
+/// links (a link goes, not what it names); nothing there is no error. Returns how many
+/// entries it removed. A failure throws kiln::IoError naming the entry and the reason.
+/// kiln's own rather than std::filesystem::remove_all: the torch wheels export a copy of
+/// libstdc++'s std::filesystem from libtorch.so (pytorch/pytorch#133437), and on the
+/// GPU machine (GCC 13, torch 2.11) every test ended by remove_all crashed, in spite of
+/// libstdc++ coming first among the binaries' libraries (cmake/kiln_torch.cmake); this
+/// calls only POSIX. Example: kiln::files::remove_tree(run_dir + "/checkpoints/.trash-3");
+uint64_t remove_tree(const std::string& path);
+
+/// remove_tree() that puts a failure's errno in `ec` (and returns what it removed)
+/// instead of throwing; for clean-ups on a path that is already failing.
+uint64_t remove_tree(const std::string& path, std::error_code& ec);
 
 /// CRC-32 (zlib's, the one of gzip and zip) of `bytes`. Example: crc32("123456789") == 0xCBF43926
 uint32_t crc32(std::string_view bytes);

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "util/error.h"
+#include "util/files.h"
 
 namespace kiln::fuzz {
 
@@ -24,7 +25,10 @@ inline const std::filesystem::path& scratch() {
     const char* base = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::getenv("TMPDIR");
     std::string tmpl = std::string(base ? base : "/tmp") + "/kiln-fuzz-XXXXXX";
     if (!mkdtemp(tmpl.data())) std::abort();
-    std::atexit([] { std::error_code ec; std::filesystem::remove_all(scratch(), ec); });
+    // The handler runs after `dir` is destroyed (registered before it was made), so it
+    // keeps a copy of its own that lives to the end.
+    static const std::string* const removed_at_exit = new std::string(tmpl);
+    std::atexit([] { std::error_code ec; kiln::files::remove_tree(*removed_at_exit, ec); });
     return std::filesystem::path(tmpl);
   }();
   return dir;

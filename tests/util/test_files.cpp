@@ -71,3 +71,42 @@ TEST_CASE("file_id tells a directory from its absence", "[util][files]") {
   REQUIRE(!kiln::files::file_id(run));
   REQUIRE(kiln::files::file_id(dir / "moved") == id);
 }
+
+TEST_CASE("remove_tree removes a tree without following its links, and names what it cannot remove",
+          "[util][files]") {
+  namespace fs = std::filesystem;
+  const kiln::test::TempDir dir;
+  const fs::path root = dir / "tree", outside = dir / "outside";
+  fs::create_directories(root / "a" / "b" / "c");
+  fs::create_directories(outside);
+  kiln::files::write_synced((outside / "kept").string(), "x");
+  for (const auto* f : {"f1", "a/f2", "a/b/f3", "a/b/c/f4", "a/.hidden"})
+    kiln::files::write_synced((root / f).string(), "bytes");
+  fs::create_directory_symlink(outside, root / "a" / "to_outside");
+  fs::create_symlink(outside / "kept", root / "to_kept");
+  fs::create_symlink(dir / "nothing", root / "a" / "b" / "dangling");
+
+  // 5 files, 3 links and 4 directories (tree, a, b, c).
+  REQUIRE(kiln::files::remove_tree(root.string()) == 12);
+  REQUIRE_FALSE(fs::exists(fs::symlink_status(root)));
+  REQUIRE(fs::exists(outside / "kept"));  // what the links named stays
+
+  REQUIRE(kiln::files::remove_tree(root.string()) == 0);  // nothing there
+  REQUIRE(kiln::files::remove_tree("") == 0);
+  kiln::files::write_synced(dir / "file", "x");
+  REQUIRE(kiln::files::remove_tree(dir / "file") == 1);  // a plain file
+  REQUIRE_FALSE(fs::exists(dir / "file"));
+
+  // Under a file: ENOTDIR, naming the path; the error_code form reports it instead.
+  kiln::files::write_synced(dir / "plain", "x");
+  const auto e = io_error_of([&] { kiln::files::remove_tree(dir / "plain/x"); });
+  REQUIRE(e.error() == ENOTDIR);
+  REQUIRE_THAT(e.what(), Equals(dir / "plain/x" + ": cannot remove: Not a directory"));
+  std::error_code ec;
+  kiln::files::remove_tree(dir / "plain/x", ec);
+  REQUIRE(ec.value() == ENOTDIR);
+  // A file /proc will not let go of, even for root: unlink's own reason.
+  const auto p = io_error_of([] { kiln::files::remove_tree("/proc/version"); });
+  REQUIRE_THAT(p.what(), Catch::StartsWith("/proc/version: cannot remove: "));
+  REQUIRE(fs::exists(outside / "kept"));
+}
