@@ -7,9 +7,14 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace kiln::test {
 
@@ -117,6 +122,23 @@ void require_cuda_matches_cpu(const TensorFn& f, const std::vector<at::Tensor>& 
     REQUIRE(actual[i].is_cuda());
     KILN_REQUIRE_CLOSE(actual[i].cpu(), expected[i], tol.rtol, tol.atol);
   }
+}
+
+int run_self(const std::vector<std::string>& args, std::string& output) {
+  std::string command = "'/proc/" + std::to_string(getpid()) + "/exe'";
+  for (const auto& a : args) {
+    command += " '";
+    for (const char c : a) command += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    command += "'";
+  }
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  output.clear();
+  std::array<char, 4096> buf{};
+  while (const size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255;
 }
 
 TempDir::TempDir() {

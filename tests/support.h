@@ -64,6 +64,12 @@ void require_cuda_matches_cpu(const TensorFn& f, const std::vector<at::Tensor>& 
 /// none. Example: CHECK_THAT(kiln::test::input_error_of([&] { read_npy(p); }), Contains("p.npy"));
 std::string input_error_of(const std::function<void()>& f);
 
+/// Runs this test binary again in a child process with `args` (a test case's name, for
+/// one whose failure would poison this process, like a CUDA device-side assertion),
+/// its standard output and error together in `output`; returns its exit status (the
+/// exit code, or 128 + the signal that ended it).
+int run_self(const std::vector<std::string>& args, std::string& output);
+
 /// A fresh temporary directory, removed when the object goes.
 class TempDir {
  public:

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <set>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "data/loader.h"
@@ -31,16 +32,19 @@ BatchLoader make_loader(bool shuffle = true) {
   return BatchLoader(torch::randn({103, 4, 3}), torch::randint(0, 10, {103}), 10, shuffle, 7);
 }
 
-// Every batch of `epoch` from `first`, through the prefetcher and straight from the loader.
+// Every batch of `epoch` from `first`, through the prefetcher and straight from the
+// loader; the prefetcher's on `device` where it moves them (host data to CUDA), else
+// where the loader's are.
 void require_same_batches(PrefetchLoader& prefetched, BatchLoader loader, int64_t epoch,
-                          int64_t first) {
+                          int64_t first, std::optional<at::Device> device = std::nullopt) {
   prefetched.start(epoch, first);
   loader.set_epoch(epoch);
   for (int64_t i = first; i < loader.size(); ++i) {
     const Batch got = prefetched.next(), want = loader.batch(i);
     INFO("epoch " << epoch << ", batch " << i);
     REQUIRE(got.x.dtype() == want.x.dtype());
-    REQUIRE(got.x.device() == want.x.device());
+    REQUIRE(got.x.device() == device.value_or(want.x.device()));
+    REQUIRE(got.y.device() == device.value_or(want.y.device()));
     REQUIRE(torch::equal(got.x.cpu(), want.x.cpu()));
     REQUIRE(torch::equal(got.y.cpu(), want.y.cpu()));
   }
@@ -107,8 +111,8 @@ TEST_CASE("host data to CUDA: pinned, copied on the worker's stream, the loader'
   const auto loader = make_loader();
   for (const int64_t depth : {0, 2}) {
     PrefetchLoader prefetched(loader, PrefetchOptions().depth(depth).device(at::Device("cuda")));
-    require_same_batches(prefetched, loader, 0, 0);
-    require_same_batches(prefetched, loader, 4, 6);
+    require_same_batches(prefetched, loader, 0, 0, at::Device("cuda:0"));
+    require_same_batches(prefetched, loader, 4, 6, at::Device("cuda:0"));
     // The pinned gather itself.
     const Batch pinned = loader.batch(3, /*pin_memory=*/true);
     REQUIRE(pinned.x.is_pinned());
