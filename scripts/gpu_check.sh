@@ -12,8 +12,16 @@
 # Such a machine may reach no registry: the headers kiln builds with travel in
 # .kiln-bundle/ (make it here with `scripts/setup --bundle .kiln-bundle`; it is
 # git-ignored, so pass it to the device tool's `carry`), with a copy of
-# Fashion-MNIST for the tests and the training runs. Environment:
+# Fashion-MNIST for the tests and the training runs.
+#
+# A lease runs one command of at most 10 minutes, and the build takes 3-4 of them, so
+# the steps run by priority and each is skipped (said in the summary) when the time
+# left (KILN_GPU_DEADLINE) is less than it needs: the tests that touch CUDA, a backtrace
+# of the first test that crashed, the training runs on CUDA, the benchmarks, and the
+# rest of the test suite last. Tests run with OMP_NUM_THREADS = cores ÷ jobs (16
+# threads in each of 8 jobs made the CPU tests crawl). Environment:
 #   KILN_PYTHON   the python whose torch to build against (default python3)
+#   KILN_GPU_DEADLINE  seconds from the start after which no step begins (default none)
 #   KILN_ARCHS    CUDA architectures (default 90, the H200)
 #   KILN_BENCH_SIZES  log2 sizes for the benchmarks (default 16,20,24,26)
 set -uo pipefail
@@ -23,6 +31,16 @@ build="${KILN_GPU_BUILD_DIR:-$root/build-gpu}"
 bundle="$root/.kiln-bundle"
 py="${KILN_PYTHON:-python3}"
 fail() { echo "[gpu_check] FAILED at step \"$1\": $2" | tee -a "$out/summary.txt" >&2; exit 1; }
+note() { echo "$*" | tee -a "$out/summary.txt"; }
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+# time_for SECONDS WHAT: true when the deadline leaves SECONDS for WHAT, else says so.
+time_for() {
+  local deadline="${KILN_GPU_DEADLINE:-0}"
+  (( deadline == 0 || deadline - $(elapsed) >= $1 )) && return 0
+  note "skipped $2: $(( deadline - $(elapsed) )) s left before the deadline, it needs about $1 s"
+  return 1
+}
 
 : > "$out/summary.txt"
 [[ -f "$bundle/.kiln-bundle" ]] || fail "bundle" "no $bundle; run scripts/setup --bundle .kiln-bundle and carry it"
@@ -36,14 +54,18 @@ prefix="$("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
 } | tee -a "$out/summary.txt"
 
 generator=("Unix Makefiles"); command -v ninja >/dev/null && generator=(Ninja)
-start=$(date +%s)
 cmake -S "$root" -B "$build" -G "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DKILN_BUNDLE="$bundle" -DKILN_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES="${KILN_ARCHS:-90}" > "$out/configure.log" 2>&1 \
   || { tail -30 "$out/configure.log"; fail "configure" "see $out/configure.log"; }
 cmake --build "$build" --parallel "$(nproc)" > "$out/build.log" 2>&1 \
   || { grep -E "error" -A5 "$out/build.log" | head -60; fail "build" "see $out/build.log"; }
-echo "build: $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
+note "build: $(elapsed) s"
+# How the test binary finds libstdc++ against libtorch (torch 2.11's libtorch.so
+# exports its own std::filesystem; cmake/kiln_torch.cmake puts libstdc++ first).
+{ readelf -d "$build/bin/kiln_tests" | grep -E "NEEDED|RPATH|RUNPATH" | head -6
+  ldd "$build/bin/kiln_tests" | grep -E "libstdc|libtorch.so|libgomp" ; } > "$out/linkage.txt" 2>&1
+sed 's/^/  /' "$out/linkage.txt" >> "$out/summary.txt"
 
 # Fashion-MNIST where kiln and its tests look for it; from the bundle when the
 # machine lacks the Debian package (a link if /usr/share is writable, else the
@@ -55,10 +77,43 @@ if [[ ! -f "$data_root/train-images-idx3-ubyte.gz" && -d "$bundle/fashion-mnist"
 fi
 echo "data: $data_root" | tee -a "$out/summary.txt"
 
-(cd "$build" && ctest --output-on-failure --timeout 180 -j "$(( $(nproc) > 8 ? 8 : $(nproc) ))" > "$out/ctest.txt" 2>&1)
-tests_rc=$?
-echo "tests done at $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
-grep -E "tests passed|tests failed|Skipped|\\*\\*\\*Failed" "$out/ctest.txt" | tee -a "$out/summary.txt"
+# --- tests -------------------------------------------------------------------------
+jobs=$(( $(nproc) > 8 ? 8 : $(nproc) ))
+threads=$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))
+# The tests that touch CUDA (tagged [cuda] or naming it), as one ctest regex.
+cuda_tests="$("$build/bin/kiln_tests" --list-test-names-only 2>/dev/null | "$py" -c '
+import re, sys
+names = [n.strip() for n in sys.stdin if n.strip()]
+print("^(" + "|".join(re.escape(n) for n in names if "cuda" in n.lower()) + ")$")')"
+cuda_tagged="$("$build/bin/kiln_tests" --list-test-names-only "[cuda]" 2>/dev/null | "$py" -c '
+import re, sys
+print("|".join(re.escape(n.strip()) for n in sys.stdin if n.strip()))')"
+[[ -n "$cuda_tagged" ]] && cuda_tests="${cuda_tests%)\$}|$cuda_tagged)\$"
+# run_tests LABEL CTEST-ARGS…: ctest into ctest_LABEL.txt, its counts in the summary.
+tests_rc=0
+run_tests() {
+  local label="$1"; shift
+  (cd "$build" && OMP_NUM_THREADS=$threads ctest --output-on-failure --timeout 180 -j "$jobs" "$@" \
+    > "$out/ctest_$label.txt" 2>&1) || tests_rc=1
+  note "tests ($label) done at $(elapsed) s"
+  grep -E "tests passed|tests failed|\\*\\*\\*Failed|\\*\\*\\*Exception|Timeout" "$out/ctest_$label.txt" \
+    | sed 's/\.\.\.\.*/ /' | tee -a "$out/summary.txt"
+}
+# backtrace LABEL: the first test of ctest_LABEL.txt that crashed, run again under
+# cuda-gdb (the machine has no gdb), its backtrace in crash_LABEL.txt.
+backtrace() {
+  local name
+  name="$(grep -m1 -E "Exception: (SegFault|Child aborted|Bus error)" "$out/ctest_$1.txt" \
+    | sed -E 's/^.*Test +#[0-9]+: //; s/ \.\.\.+.*$//')"
+  [[ -z "$name" ]] && return 0
+  command -v cuda-gdb > /dev/null || { note "no cuda-gdb for the crash of \"$name\""; return 0; }
+  (cd "$root" && OMP_NUM_THREADS=$threads timeout 90 cuda-gdb -q -batch -ex run -ex bt -ex "info sharedlibrary" \
+    --args "$build/bin/kiln_tests" "${name//,/\\,}") > "$out/crash_$1.txt" 2>&1
+  note "backtrace of \"$name\" (crash_$1.txt):"
+  grep -E "^#[0-9]+ " "$out/crash_$1.txt" | head -12 | cut -c1-240 | sed 's/^/  /' | tee -a "$out/summary.txt"
+}
+run_tests cuda -R "$cuda_tests"
+backtrace cuda
 
 # --- kiln train on CUDA ----------------------------------------------------------
 # train LABEL RUN_DIR ARGS…: one `kiln train`, its console in train_LABEL.txt, and in
@@ -68,6 +123,7 @@ rm -rf "$runs" && mkdir -p "$runs"
 train_rc=0
 train() {
   local label="$1" dir="$2"; shift 2
+  time_for 30 "train $label" || { train_rc=1; return; }
   (cd "$root" && timeout 180 "$build/bin/kiln" train "$@" --set data.root="$data_root") \
     > "$out/train_$label.txt" 2>&1
   local rc=$?
@@ -104,7 +160,7 @@ grep -q "Top GPU kernels" "$prof" 2>/dev/null || train_rc=1
 } | tee -a "$out/summary.txt"
 # Data-parallel on CUDA: one process under torchrun (the group's NCCL backend, c10d's
 # Reducer on CUDA gradients), its result beside the plain CUDA run's.
-(cd "$root" && timeout 300 "$py" -m torch.distributed.run --nproc-per-node=1 --no-python \
+time_for 60 "torchrun with NCCL" && (cd "$root" && timeout 300 "$py" -m torch.distributed.run --nproc-per-node=1 --no-python \
   "$build/bin/kiln" train configs/tiny.toml --run-dir "$runs/nccl_1proc" --set train.device=cuda \
   --set data.root="$data_root") > "$out/train_nccl_1proc.txt" 2>&1 || train_rc=1
 {
@@ -140,30 +196,41 @@ cmp -s "$out/sample_cuda.txt" "$out/sample_cuda--no-cache.txt" \
   && echo "sample on CUDA: the cache gives the uncached tokens" | tee -a "$out/summary.txt" \
   || { echo "sample on CUDA: the cache and no cache differ" | tee -a "$out/summary.txt"; train_rc=1; }
 
-echo "training runs done at $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
-"$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
-    --dtypes float32,float16,bfloat16 --rounds 5 --min-ms 5 \
-    --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
-bench_rc=$?
-cat "$out/bench_cuda.txt"
+note "training runs done at $(elapsed) s"
+
+# --- benchmarks ----------------------------------------------------------------------
+bench_rc=0
+time_for 90 "kiln_bench_ops" && { "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
+    --dtypes float32,bfloat16 --rounds 5 --min-ms 3 \
+    --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_cuda.txt"; }
 
 # Activation checkpointing: the 50 x 1024 model plain against checkpointed every 5.
-"$build/bin/kiln_bench_memory" --device cuda --json "$out/bench_memory_cuda.json" \
+time_for 30 "kiln_bench_memory" && { "$build/bin/kiln_bench_memory" --device cuda --json "$out/bench_memory_cuda.json" \
     > "$out/bench_memory_cuda.txt" 2>&1 || bench_rc=1
-cat "$out/bench_memory_cuda.txt"
+cat "$out/bench_memory_cuda.txt"; }
 
 # The optimizer step (100 tensors, 10M parameters) against torch::optim::AdamW,
 # at::_fused_adamw_ and each side's GB/s against a device copy (k/copy, r/copy columns).
-"$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 20 \
+time_for 40 "kiln_bench_optim" && { "$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 10 \
     --json "$out/bench_optim_cuda.json" > "$out/bench_optim_cuda.txt" 2>&1 || bench_rc=1
-cat "$out/bench_optim_cuda.txt"
+cat "$out/bench_optim_cuda.txt"; }
 
 # The default model's training step on CUDA against its Python twin (eager, fused
 # AdamW) on the same GPU, each step ending with a device synchronisation on both sides.
-KILN_FASHION_MNIST="$data_root" "$build/bin/kiln_bench_train" --device cuda --python "$py" --precision fp32,bf16 --rounds 3 \
-    --rest 0.2 --set data.root="$data_root" --json "$out/bench_train_cuda.json" \
-    > "$out/bench_train_cuda.txt" 2>&1 || bench_rc=1
-cat "$out/bench_train_cuda.txt"
-echo "benchmarks done at $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
+time_for 90 "kiln_bench_train" && { KILN_FASHION_MNIST="$data_root" "$build/bin/kiln_bench_train" --device cuda \
+    --python "$py" --precision fp32,bf16 --rounds 2 --steps 100 --warmup 20 --rest 0.2 \
+    --set data.root="$data_root" \
+    --json "$out/bench_train_cuda.json" > "$out/bench_train_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_train_cuda.txt"; }
+note "benchmarks done at $(elapsed) s"
+
+# --- the rest of the test suite ------------------------------------------------------
+if time_for 150 "the rest of the test suite"; then
+  run_tests rest -E "$cuda_tests"
+  backtrace rest
+else
+  tests_rc=1
+fi
 echo "tests rc $tests_rc, training rc $train_rc, benchmarks rc $bench_rc" | tee -a "$out/summary.txt"
 exit $(( tests_rc || train_rc || bench_rc ))
