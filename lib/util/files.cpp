@@ -55,7 +55,8 @@ int remove_at(int dir_fd, const char* name, const std::string& path, uint64_t& r
   // The names first, then the removals: a directory changed while it is read may skip entries.
   std::vector<std::string> names;
   int error = 0;
-  for (errno = 0;;) {
+  for (;;) {
+    errno = 0;  // readdir's end and its failure differ only in errno
     const dirent* e = ::readdir(dir);
     if (e == nullptr) {
       error = errno;
@@ -72,9 +73,17 @@ int remove_at(int dir_fd, const char* name, const std::string& path, uint64_t& r
   return errno == ENOENT ? 0 : (failed = path, errno);
 }
 
+// `path` without trailing slashes, which would make the last name a link's target
+// ("link/" is the directory it names), so that a link at the top goes, not what it names.
+std::string without_trailing_slashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
 }  // namespace
 
-uint64_t remove_tree(const std::string& path, std::error_code& ec) {
+uint64_t remove_tree(const std::string& given, std::error_code& ec) {
+  const std::string path = without_trailing_slashes(given);
   uint64_t removed = 0;
   std::string failed;
   const int error = path.empty() ? 0 : remove_at(AT_FDCWD, path.c_str(), path, removed, failed);
@@ -82,7 +91,8 @@ uint64_t remove_tree(const std::string& path, std::error_code& ec) {
   return removed;
 }
 
-uint64_t remove_tree(const std::string& path) {
+uint64_t remove_tree(const std::string& given) {
+  const std::string path = without_trailing_slashes(given);
   uint64_t removed = 0;
   std::string failed;
   if (const int error = path.empty() ? 0 : remove_at(AT_FDCWD, path.c_str(), path, removed, failed))

@@ -86,6 +86,12 @@ TEST_CASE("remove_tree removes a tree without following its links, and names wha
   fs::create_symlink(outside / "kept", root / "to_kept");
   fs::create_symlink(dir / "nothing", root / "a" / "b" / "dangling");
 
+  // A link named with a trailing slash goes itself; the directory it names stays.
+  fs::create_directory_symlink(outside, dir / "link");
+  REQUIRE(kiln::files::remove_tree(dir / "link/") == 1);
+  REQUIRE_FALSE(fs::exists(fs::symlink_status(dir / "link")));
+  REQUIRE(fs::exists(outside / "kept"));
+
   // 5 files, 3 links and 4 directories (tree, a, b, c).
   REQUIRE(kiln::files::remove_tree(root.string()) == 12);
   REQUIRE_FALSE(fs::exists(fs::symlink_status(root)));
