@@ -73,30 +73,28 @@ int remove_at(int dir_fd, const char* name, const std::string& path, uint64_t& r
   return errno == ENOENT ? 0 : (failed = path, errno);
 }
 
-// `path` without trailing slashes, which would make the last name a link's target
-// ("link/" is the directory it names), so that a link at the top goes, not what it names.
-std::string without_trailing_slashes(std::string path) {
+// remove_at() on `path` (relative to the working directory) without its trailing
+// slashes, which would make the last name a link's target ("link/" is the directory it
+// names), so that a link at the top goes, not what it names.
+int remove_path(std::string path, uint64_t& removed, std::string& failed) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return path;
+  return path.empty() ? 0 : remove_at(AT_FDCWD, path.c_str(), path, removed, failed);
 }
 
 }  // namespace
 
-uint64_t remove_tree(const std::string& given, std::error_code& ec) {
-  const std::string path = without_trailing_slashes(given);
+uint64_t remove_tree(const std::string& path, std::error_code& ec) {
   uint64_t removed = 0;
   std::string failed;
-  const int error = path.empty() ? 0 : remove_at(AT_FDCWD, path.c_str(), path, removed, failed);
+  const int error = remove_path(path, removed, failed);
   ec = error ? std::error_code(error, std::generic_category()) : std::error_code();
   return removed;
 }
 
-uint64_t remove_tree(const std::string& given) {
-  const std::string path = without_trailing_slashes(given);
+uint64_t remove_tree(const std::string& path) {
   uint64_t removed = 0;
   std::string failed;
-  if (const int error = path.empty() ? 0 : remove_at(AT_FDCWD, path.c_str(), path, removed, failed))
-    throw IoError(failed, "remove", error);
+  if (const int error = remove_path(path, removed, failed)) throw IoError(failed, "remove", error);
   return removed;
 }
 
