@@ -120,6 +120,34 @@ TEST_CASE("layer_norm's gradients match ATen's and central differences", "[ops][
   REQUIRE(close.ok);
 }
 
+// The weight and bias gradients are summed per thread, then over threads: with one
+// thread, with more threads than tasks and with several tasks per thread, every dtype
+// gives ATen's sums (float64 exactly up to rounding order).
+TEST_CASE("layer_norm's weight and bias gradients are the same for any thread count",
+          "[ops][layer_norm]") {
+  const int before = at::get_num_threads();
+  for (const auto dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+    const int64_t rows = 1000, c = 37;
+    const auto x = at::randn({rows, c}).to(dtype), g = at::randn({rows, c}).to(dtype);
+    const auto [w, b] = params(c, dtype);
+    const auto [y, mean, rstd] = kiln::ops::layer_norm_forward(x, w, b, 1e-5);
+    const auto xd = x.to(at::kDouble), gd = g.to(at::kDouble);
+    const auto xhat = (xd - xd.mean(-1, true)) * (xd.var(-1, false, true) + 1e-5).rsqrt();
+    const auto dw_ref = (gd * xhat).sum(0), db_ref = gd.sum(0);
+    for (const int threads : {1, 2, 3, 8}) {
+      INFO("dtype " << dtype << ", threads " << threads);
+      at::set_num_threads(threads);
+      const auto [dx, dw, db] = kiln::ops::layer_norm_backward(g, x, w, mean, rstd, {true, true, true});
+      REQUIRE(dw.scalar_type() == dtype);
+      REQUIRE(db.scalar_type() == dtype);
+      const double tol = dtype == at::kDouble ? 1e-9 : dtype == at::kFloat ? 1e-3 : 0.3;
+      KILN_REQUIRE_CLOSE(dw.to(at::kDouble), dw_ref, 1e-2, tol);
+      KILN_REQUIRE_CLOSE(db.to(at::kDouble), db_ref, 1e-2, tol);
+    }
+  }
+  at::set_num_threads(before);
+}
+
 // A row of one value normalises to 0 whatever it holds, so its input gradient is
 // exactly 0: dx = rstd·(g·w − mean(g·w) − x̂·…) with g·w its own mean. With rstd near
 // 1/√eps (316), the same product rounded once for the mean and taken exactly inside a

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "../autocast.h"
+#include "../autograd_support.h"
 #include "../ops.h"
 
 namespace kiln::ops {
@@ -33,6 +34,10 @@ class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFuncti
 };
 
 at::Tensor cross_entropy_composite(const at::Tensor& logits, const at::Tensor& target) {
+  if (!records(logits)) {  // evaluation, or logits without grad: no graph node to build
+    at::AutoDispatchBelowADInplaceOrView below;
+    return std::get<0>(kiln::ops::cross_entropy_forward(logits, target));
+  }
   return CrossEntropyFunction::apply(logits, target);
 }
 

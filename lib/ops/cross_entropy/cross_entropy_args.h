@@ -1,11 +1,8 @@
 // The argument checks the cross-entropy kernels share: shapes, dtypes and devices
 // of logits (B, C), target (B), lse (B) and grad (a scalar), run by every backend
-// (Meta included), and the range of the class indices (an error naming the first
-// bad row), which reads target's values and so runs on CPU and CUDA only.
+// (Meta included), and on the CPU the range of the class indices (an error naming the
+// first bad row; the CUDA kernels check it on the device).
 #pragma once
-#include <ATen/ops/_assert_async.h>
-#include <ATen/ops/aminmax.h>
-
 #include <string_view>
 
 #include "../op_support.h"
@@ -23,22 +20,21 @@ struct CrossEntropyArgs {
   int64_t rows, classes;
 };
 
-/// Throws unless every target lies in [0, classes), naming the first row that does not.
-/// On the CPU the values are read in place. On CUDA the check runs on the device
-/// (at::_assert_async, as ATen's own nll_loss checks its targets): no host sync in
-/// a training step; a bad index fails the stream with this message and, should the
-/// assertion be compiled out, the kernels give that row NaN, never a bad read.
+/// Throws unless every target lies in [0, classes), naming the first row that does not:
+/// the CPU kernels' check, which reads the values in place. The CUDA kernels check
+/// their rows' indices themselves, on the device (a device-side assertion with the same
+/// message, as ATen's nll_loss does in its kernel): no host sync and no extra launch.
 inline void check_targets(std::string_view op, const at::Tensor& target, int64_t classes) {
-  if (target.numel() == 0) return;
-  const auto [lo, hi] = at::aminmax(target);
-  if (!target.is_cpu()) {
-    at::_assert_async(lo.ge(0).logical_and_(hi.lt(classes)),
-                      c10::str(op, ": target: expected class indices in [0, ", classes, ")"));
-    return;
-  }
-  if (lo.const_data_ptr<int64_t>()[0] >= 0 && hi.const_data_ptr<int64_t>()[0] < classes) return;
+  TORCH_INTERNAL_ASSERT(target.is_cpu(), op, ": check_targets reads a CPU target in place");
+  // One pass over the indices in place (at::aminmax would be an op call and two
+  // allocations, most of the op's time at a few rows): an index outside [0, classes)
+  // is, as unsigned, at least `classes`.
   const auto* p = target.const_data_ptr<int64_t>();
-  for (int64_t i = 0; i < target.numel(); ++i)
+  const int64_t n = target.numel();
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint64_t>(p[i]) >= static_cast<uint64_t>(classes);
+  if (!bad) return;
+  for (int64_t i = 0; i < n; ++i)
     TORCH_CHECK(p[i] >= 0 && p[i] < classes, op, ": target: expected class indices in [0, ",
                 classes, "), got target[", i, "] = ", p[i]);
 }
@@ -61,8 +57,8 @@ inline CrossEntropyArgs cross_entropy_metadata_args(std::string_view op, const a
   return {logits.contiguous(), target.contiguous(), logits.size(0), logits.size(1)};
 }
 
-/// cross_entropy_metadata_args, then the range of the class indices (check_targets).
-/// Example: auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
+/// cross_entropy_metadata_args, then the range of the class indices (check_targets):
+/// the CPU kernels' arguments. Example: auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
 inline CrossEntropyArgs cross_entropy_args(std::string_view op, const at::Tensor& logits,
                                            const at::Tensor& target) {
   auto a = cross_entropy_metadata_args(op, logits, target);

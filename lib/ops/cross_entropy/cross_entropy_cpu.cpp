@@ -3,11 +3,11 @@
 // over threads, call the vectorised raw kernel built for this CPU.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "../op_support.h"
 #include "cross_entropy_args.h"
@@ -21,28 +21,41 @@ int64_t row_grain(int64_t classes) { return std::max<int64_t>(1, kElementwiseGra
 
 // Σ nll / B in double, in row order: the same loss for any thread count.
 template <typename A>
-double mean_of(const at::Tensor& nll) {
-  const auto* p = nll.const_data_ptr<A>();
+double mean_of(const A* nll, int64_t rows) {
   double sum = 0.0;
-  for (int64_t i = 0; i < nll.numel(); ++i) sum += p[i];
-  return nll.numel() > 0 ? sum / static_cast<double>(nll.numel())
-                         : std::numeric_limits<double>::quiet_NaN();
+  for (int64_t i = 0; i < rows; ++i) sum += nll[i];
+  return rows > 0 ? sum / static_cast<double>(rows) : std::numeric_limits<double>::quiet_NaN();
+}
+
+// The loss as a 0-dim tensor of `options`' dtype, written in place (at::full would be
+// two more dispatcher calls, a third of the op's time at a few rows).
+at::Tensor scalar_of(double v, const at::TensorOptions& options) {
+  auto out = at::empty({}, options);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "kiln::cross_entropy_forward",
+                                  [&] { *out.data_ptr<scalar_t>() = static_cast<scalar_t>(v); });
+  return out;
 }
 
 std::tuple<at::Tensor, at::Tensor> cross_entropy_forward_cpu(const at::Tensor& logits,
                                                              const at::Tensor& target) {
   const auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
-  const auto acc = logits.options().dtype(cross_entropy_acc_dtype(logits));
-  auto lse = at::empty({a.rows}, acc), nll = at::empty({a.rows}, acc);
+  const auto acc = cross_entropy_acc_dtype(logits);
+  auto lse = at::empty({a.rows}, logits.options().dtype(acc));
+  // The per-row losses are scratch: summed below, never returned.
+  const bool wide = acc == at::kDouble;
+  std::vector<double> nll_d(wide ? a.rows : 0);
+  std::vector<float> nll_f(wide ? 0 : a.rows);
+  void* nll = wide ? static_cast<void*>(nll_d.data()) : static_cast<void*>(nll_f.data());
+  const int64_t nll_size = wide ? sizeof(double) : sizeof(float);
   const auto dtype = kernel_dtype(a.logits);
   const auto kernel = cpu::cross_entropy_forward_impl();
   const auto* t = a.target.const_data_ptr<int64_t>();
   at::parallel_for(0, a.rows, row_grain(a.classes), [&](int64_t begin, int64_t end) {
     kernel(dtype, elem_ptr(a.logits, begin * a.classes), t + begin, elem_ptr(lse, begin),
-           elem_ptr(nll, begin), end - begin, a.classes);
+           static_cast<char*>(nll) + begin * nll_size, end - begin, a.classes);
   });
-  const double mean = nll.scalar_type() == at::kDouble ? mean_of<double>(nll) : mean_of<float>(nll);
-  return {at::full({}, mean, logits.options()), lse};
+  const double mean = wide ? mean_of(nll_d.data(), a.rows) : mean_of(nll_f.data(), a.rows);
+  return {scalar_of(mean, logits.options()), lse};
 }
 
 at::Tensor cross_entropy_backward_cpu(const at::Tensor& grad, const at::Tensor& logits,

@@ -15,8 +15,9 @@ namespace {
 std::tuple<at::Tensor, at::Tensor> cross_entropy_forward_cuda(const at::Tensor& logits,
                                                               const at::Tensor& target) {
   // The checks first: CPU logits beside a CUDA target reach this kernel, and a
-  // guard built on the CPU device would throw c10's error instead of kiln's.
-  const auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
+  // guard built on the CPU device would throw c10's error instead of kiln's. The
+  // class indices' range is checked by the kernels, on the device.
+  const auto a = cross_entropy_metadata_args("kiln::cross_entropy_forward", logits, target);
   const c10::cuda::CUDAGuard device_guard(logits.device());
   const auto acc = logits.options().dtype(cross_entropy_acc_dtype(logits));
   auto lse = at::empty({a.rows}, acc), nll = at::empty({a.rows}, acc);
@@ -31,7 +32,7 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy_forward_cuda(const at::Tensor& 
 at::Tensor cross_entropy_backward_cuda(const at::Tensor& grad, const at::Tensor& logits,
                                        const at::Tensor& target, const at::Tensor& lse) {
   const char* op = "kiln::cross_entropy_backward";
-  const auto a = cross_entropy_args(op, logits, target);
+  const auto a = cross_entropy_metadata_args(op, logits, target);
   check_cross_entropy_backward(op, grad, lse, a);
   const c10::cuda::CUDAGuard device_guard(logits.device());
   auto out = at::empty_like(a.logits, at::MemoryFormat::Contiguous);

@@ -1,7 +1,10 @@
 // CUDA cross entropy: per-row online max/sum-exp with warp and block reductions,
 // a one-block mean, and the per-row backward; launchers on raw pointers and a
 // stream (the Tensor side lives in cross_entropy_cuda.cpp, so this file sees no ATen).
+#include <c10/macros/Macros.h>
+
 #include <cfloat>
+#include <cstdio>
 
 #include "../cuda_support.cuh"
 #include "cross_entropy_kernel.h"
@@ -96,7 +99,16 @@ __global__ void forward_kernel(const T* __restrict__ logits, const int64_t* __re
   if (lane == 0) {
     const A l = st.m + log_of(st.s);
     lse[row] = l;
-    const int64_t t = target[row];  // checked on the host; a stray one gives NaN, never a bad read
+    const int64_t t = target[row];
+    // A class index out of range stops the stream with kiln's message (printed by the
+    // device, then the assertion that the host's next CUDA call reports), as ATen's
+    // nll_loss checks in its kernel: no host sync, no launch of its own. Should the
+    // assertion ever be compiled out, the row's loss is NaN, never a bad read.
+    CUDA_KERNEL_ASSERT_PRINTF(t >= 0 && t < classes,
+                              "kiln::cross_entropy_forward: target: expected class indices in "
+                              "[0, %lld), got target[%lld] = %lld",
+                              static_cast<long long>(classes), static_cast<long long>(row),
+                              static_cast<long long>(t));
     nll[row] = (t >= 0 && t < classes) ? l - static_cast<A>(x[t]) : A(NAN);
   }
 }
@@ -129,6 +141,13 @@ __global__ void backward_kernel(const T* __restrict__ grad, const T* __restrict_
   const A scale = static_cast<A>(*grad) / static_cast<A>(rows);
   const A l = lse[row];
   const int64_t t = target[row];
+  if (Map::lane() == 0) {  // the forward's check, for a direct call of the backward
+    CUDA_KERNEL_ASSERT_PRINTF(t >= 0 && t < classes,
+                              "kiln::cross_entropy_backward: target: expected class indices in "
+                              "[0, %lld), got target[%lld] = %lld",
+                              static_cast<long long>(classes), static_cast<long long>(row),
+                              static_cast<long long>(t));
+  }
   const T* x = logits + row * classes;
   T* o = out + row * classes;
   for (int64_t j = Map::lane(); j < classes; j += kRowThreads) {

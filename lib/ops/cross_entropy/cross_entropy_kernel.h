@@ -1,7 +1,8 @@
 // Raw-pointer entry points of the cross-entropy kernels, shared by the CPU
 // capability builds, the CUDA launchers and the Tensor-level code in
 // cross_entropy_cpu.cpp/cross_entropy_cuda.cpp. logits: (rows, classes) of
-// `dtype`; target: (rows) class indices, already checked to lie in [0, classes);
+// `dtype`; target: (rows) class indices, checked to lie in [0, classes) before the CPU
+// kernels run and by the CUDA kernels themselves (a device-side assertion);
 // lse and nll: (rows) of the accumulation type (double for kDouble, else float).
 #pragma once
 #include <cstdint>
