@@ -151,6 +151,7 @@ class Run {
   void check_finite();
   double last_grad_norm();
   at::Tensor step_values_;
+  at::Tensor backward_seed_;  // the 1 the loss's backward starts from (step())
   int64_t unread_ = 0, unread_first_step_ = 0;
   bool grad_norm_known_ = false;  // grad_norm_ is the last step's
   struct NonFinite {
@@ -338,11 +339,18 @@ void Run::step(const data::Batch& batch) {
       PhaseScope phase(traced, "backward");
       auto scaled = scaler_.scale(weight == 1.0 ? part : part * weight);
       if (reduce) reducer_->prepare_for_backward(scaled);
-      scaled.backward();
+      // Backward starts from a 1 made once: backward() without one fills a new one each
+      // step (ones_like: on CUDA an allocation and a launch).
+      if (!backward_seed_.defined() || backward_seed_.scalar_type() != scaled.scalar_type() ||
+          backward_seed_.device() != scaled.device() || backward_seed_.sizes() != scaled.sizes())
+        backward_seed_ = at::ones(scaled.sizes(), scaled.options());  // fp16's scaled loss is (1)
+      scaled.backward(backward_seed_);
     }
     activation_peak_ = std::max(activation_peak_, probe.bytes());
     const auto value = part.detach();
-    if (i == 0)
+    if (xs.size() == 1 && !group_)
+      loss = value;  // the one part: its copy into step_values_ widens it, no cast of its own
+    else if (i == 0)
       loss = weight == 1.0 ? value.to(at::kDouble) : value.to(at::kDouble).mul_(weight);
     else
       loss.add_(value, weight);
@@ -369,13 +377,15 @@ void Run::write_step_values(const at::Tensor& loss, const at::Tensor& grad_norm)
   if (unread_ == kUnreadRows) read_step_values();  // an observer's reads can move check_finite's
   if (!step_values_.defined())
     step_values_ = at::empty({kUnreadRows, 2}, at::TensorOptions().dtype(at::kDouble).device(device_));
-  if (unread_ == 0) unread_first_step_ = pos_.step + 1;
+  if (unread_ == 0) {
+    unread_first_step_ = pos_.step + 1;
+    // A step that computes no norm (no clipping) leaves its 0: finite for check_finite,
+    // never shown. One fill per kUnreadRows steps rather than one a step (on CUDA a launch).
+    step_values_.select(1, 1).zero_();
+  }
   auto row = step_values_.select(0, unread_);
   row.select(0, 0).copy_(loss);
-  if (grad_norm.defined())
-    row.select(0, 1).copy_(grad_norm);
-  else
-    row.select(0, 1).fill_(0.0);  // not computed: finite for check_finite, never shown
+  if (grad_norm.defined()) row.select(0, 1).copy_(grad_norm);
   ++unread_;
   grad_norm_known_ = false;
 }

@@ -17,18 +17,30 @@
 
 namespace {
 
-std::atomic<int64_t> scalar_reads{0};
+std::atomic<int64_t> scalar_reads{0}, casts{0}, fills{0};
+thread_local int op_depth = 0;  // ops of the FUNCTION scope this thread is inside
 
-// Counts aten::_local_scalar_dense calls, on every thread, while it lives.
+// Counts, on every thread while it lives, aten::_local_scalar_dense calls (item():
+// a host sync on CUDA), and the casts (aten::to, aten::_to_copy) and fills
+// (aten::fill_, aten::zero_, aten::ones_like) called outside any other op, i.e. by
+// the loop itself rather than inside the model's ops: on CUDA each is a launch.
 class CountScalarReads {
  public:
   CountScalarReads() {
-    scalar_reads = 0;
+    scalar_reads = 0, casts = 0, fills = 0;
     handle_ = at::addGlobalCallback(
-        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-          if (std::string_view(fn.name()) == "aten::_local_scalar_dense") ++scalar_reads;
-          return nullptr;
-        }).scopes({at::RecordScope::FUNCTION}));
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+              const std::string_view name(fn.name());
+              if (name == "aten::_local_scalar_dense") ++scalar_reads;
+              if (op_depth++ == 0) {
+                if (name == "aten::to" || name == "aten::_to_copy") ++casts;
+                if (name == "aten::fill_" || name == "aten::zero_" || name == "aten::ones_like") ++fills;
+              }
+              return nullptr;
+            },
+            [](const at::RecordFunction&, at::ObserverContext*) { --op_depth; })
+            .scopes({at::RecordScope::FUNCTION}));
   }
   ~CountScalarReads() { at::removeCallback(handle_); }
   CountScalarReads(const CountScalarReads&) = delete;
@@ -42,13 +54,15 @@ class CountScalarReads {
 // With `read` it asks for each step's loss and gradient norm, as a console would.
 struct ReadsPerStep : kiln::train::TrainObserver {
   bool read = false;
-  int64_t last = 0;
-  std::vector<int64_t> reads;
+  int64_t last = 0, last_casts = 0, last_fills = 0;
+  std::vector<int64_t> reads, step_casts, step_fills;
   std::vector<std::pair<double, double>> values;
   void on_step(const kiln::train::StepReport& r) override {
     reads.push_back(scalar_reads - last);
+    step_casts.push_back(casts - last_casts);
+    step_fills.push_back(fills - last_fills);
     if (read) values.push_back(r.loss_and_grad_norm());
-    last = scalar_reads;
+    last = scalar_reads, last_casts = casts, last_fills = fills;
   }
 };
 
@@ -99,6 +113,30 @@ TEST_CASE("a training step reads nothing to the host; a log step, one value at m
       REQUIRE(l["grad_norm"].get<double>() > 0);
     }
   REQUIRE(lines == 3);
+}
+
+// Around the model's own ops a plain float32 step casts nothing and fills nothing:
+// the loss goes into the float64 row of unread values as it is (the copy widens it),
+// the gradient-norm column is zeroed once per batch of unread rows rather than a row
+// a step, and backward starts from a 1 made once (autograd's own would be a new
+// ones_like each step). Before, each step made one cast and two fills.
+TEST_CASE("a plain training step makes no cast or fill of its own", "[train][syncs]") {
+  kiln::test::TempDir dir;
+  auto spec = spec_in(dir / "run");
+  spec.train.max_steps(30);
+  ReadsPerStep observer;
+  {
+    CountScalarReads count;
+    REQUIRE(kiln::train::train(spec, observer).steps == 30);
+  }
+  REQUIRE(observer.step_casts.size() == 30);
+  for (size_t i = 1; i < observer.step_casts.size(); ++i) {
+    INFO("step " << i + 1);
+    // A log step brings the unread rows to the host: that copy is its one cast.
+    REQUIRE(observer.step_casts[i] == ((i + 1) % 10 == 0 ? 1 : 0));
+    // The step after a log step's read starts a new batch of unread rows: one zeroing.
+    REQUIRE(observer.step_fills[i] == (i % 10 == 0 ? 1 : 0));
+  }
 }
 
 TEST_CASE("values read late equal values read every step", "[train][syncs]") {
