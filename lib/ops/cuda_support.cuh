@@ -56,9 +56,8 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 // stride apart (from every input) before it uses the first. The estimate behind it,
 // not yet a measurement: an H200 SM's share of 4.8 TB/s is 36 GB/s, and over about a
 // microsecond of HBM latency that asks for some 36 KiB in flight, where one pack a
-// thread at full occupancy (2,048 threads) is 32 KiB; ATen's vectorised elementwise
-// kernels keep four too. kiln_bench_ops --device cuda measures the result against a
-// device copy.
+// thread at full occupancy (2,048 threads) is 32 KiB. kiln_bench_ops --device cuda
+// measures the result against a device copy and ATen's kernels.
 constexpr int kUnroll = 4;
 
 // op applied to element k of the u-th packs of every input.
