@@ -138,4 +138,17 @@ TEST_CASE("bias_gelu on CUDA matches CPU for every dtype", "[ops][bias_gelu][cud
           {x, b, g}, {tol.rtol, tol.atol * std::sqrt(static_cast<double>(x.numel() / shape.back())) * 4});
     }
   }
+  // The forward's packed kernel past what its grid covers four times over (cuda_support.cuh):
+  // rows of 1,024 (a multiple of every pack), and of 1,000 + 4 = 1,004, a multiple of
+  // float32's pack of 4 but not of the half types' 8 (their element-wise kernel).
+  for (const int64_t n : {1024, 1004}) {
+    for (const auto dtype : kFloatingDtypes) {
+      INFO("dtype " << dtype << ", rows of " << n);
+      const int64_t rows = ((int64_t{1} << 25) + n - 1) / n;
+      const auto x = (at::randn({rows, n}) * 2).to(dtype), b = at::randn({n}).to(dtype);
+      const auto tol = tolerance_for(dtype);
+      KILN_REQUIRE_CLOSE(kiln::ops::bias_gelu(x.cuda(), b.cuda()).cpu().to(at::kDouble), ref_forward(x, b),
+                         tol.rtol, tol.atol);
+    }
+  }
 }

@@ -180,6 +180,19 @@ TEST_CASE("relu on CUDA matches CPU for every dtype", "[ops][relu][cuda]") {
     const auto x = sample(1001, dtype).cuda().narrow(0, 1, 999);
     KILN_REQUIRE_CLOSE(kiln::ops::relu(x).cpu(), at::relu(x.cpu()), 0.0, 0.0);
   }
+  // Past what the grid covers four times over on any GPU of up to 264 SMs (its
+  // threads take four packs a trip there: cuda_support.cuh), with a ragged end:
+  // the unrolled trips, the single-pack ones after them and the scalar tail, for the
+  // maps of one input (forward) and of two (backward).
+  const int64_t big = (int64_t{1} << 25) + 37;
+  for (const auto dtype : kDtypes) {
+    INFO("dtype " << dtype << ", n " << big);
+    const auto x = sample(big, dtype), g = at::randn({big}).to(dtype);
+    const auto y = kiln::ops::relu(x.cuda());
+    KILN_REQUIRE_CLOSE(y.cpu(), at::relu(x), 0.0, 0.0);
+    KILN_REQUIRE_CLOSE(kiln::ops::relu_backward(g.cuda(), y).cpu(), at::threshold_backward(g, at::relu(x), 0),
+                       0.0, 0.0);
+  }
 }
 
 TEST_CASE("under CPU autocast relu keeps its input's dtype", "[ops][relu][autocast]") {

@@ -1,5 +1,6 @@
 // CUDA bias_gelu on raw pointers and a stream. Forward is a grid-stride map over
-// (rows, n) with the bias column j = i mod n. Backward runs each thread down one
+// (rows, n) with the bias column j = i mod n: 16-byte packs when n and the buffers
+// allow, else one element at a time. Backward runs each thread down one
 // column of a block of rows, so its reads are coalesced and its column sum stays in
 // a register; a second kernel adds the row blocks' sums in order (no atomics).
 #include "../cuda_support.cuh"
@@ -24,6 +25,37 @@ __global__ void forward_kernel(const T* __restrict__ x, const T* __restrict__ b,
     const M z = static_cast<M>(x[i]) + static_cast<M>(b[i % n]);
     y[i] = static_cast<T>(gelu_math::forward(z, Exp{}));
   }
+}
+
+// The same over packs of kVec elements, kUnroll of them a thread in flight (as the maps
+// of cuda_support.cuh): with n a multiple of kVec a pack never straddles two rows, and
+// its bias is the pack (i mod n/kVec) of b.
+template <int kVec, typename T>
+__global__ void forward_packs_kernel(const T* __restrict__ x, const T* __restrict__ b,
+                                     T* __restrict__ y, int64_t packs, int64_t row_packs) {
+  using M = opmath_t<T>;
+  using P = Pack<T, kVec>;
+  const auto* px = reinterpret_cast<const P*>(x);
+  const auto* pb = reinterpret_cast<const P*>(b);
+  auto* py = reinterpret_cast<P*>(y);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const auto finish = [&](const P& xv, int64_t i) {
+    const P bv = pb[i % row_packs];
+    P o;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      o.v[k] = static_cast<T>(gelu_math::forward(static_cast<M>(xv.v[k]) + static_cast<M>(bv.v[k]), Exp{}));
+    py[i] = o;
+  };
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < packs; i += kUnroll * stride) {
+    P v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = px[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) finish(v[u], i + u * stride);
+  }
+  for (; i < packs; i += stride) finish(px[i], i);
 }
 
 // partial[blockIdx.y, j] = Σ over this block's rows of dx[r, j]
@@ -73,8 +105,14 @@ void bias_gelu_forward(DType dtype, const void* x, const void* b, void* y, int64
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
     const int64_t total = rows * n;
-    forward_kernel<<<grid_for(total), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(b), static_cast<T*>(y), total, n);
+    constexpr int kVec = 16 / sizeof(T);
+    if (n % kVec == 0 && aligned16(x) && aligned16(b) && aligned16(y)) {
+      forward_packs_kernel<kVec><<<grid_for(total / kVec + 1), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(b), static_cast<T*>(y), total / kVec, n / kVec);
+    } else {
+      forward_kernel<<<grid_for(total), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(b), static_cast<T*>(y), total, n);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
