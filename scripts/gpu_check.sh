@@ -17,8 +17,9 @@
 # A lease runs one command of at most 10 minutes, and the build takes 3-4 of them, so
 # the steps run by priority and each is skipped (said in the summary) when the time
 # left (KILN_GPU_DEADLINE) is less than it needs: the tests that touch CUDA, a backtrace
-# of the first test that crashed, the training runs on CUDA, the benchmarks, and the
-# rest of the test suite last. Tests run with OMP_NUM_THREADS = cores ÷ jobs (16
+# of the first test that crashed, the benchmarks (the figures issue 17 asks for; their
+# training step runs kiln's loop on CUDA too), the training runs on CUDA, and the rest
+# of the test suite last. Tests run with OMP_NUM_THREADS = cores ÷ jobs (16
 # threads in each of 8 jobs made the CPU tests crawl). Environment:
 #   KILN_PYTHON   the python whose torch to build against (default python3)
 #   KILN_GPU_DEADLINE  seconds from the start after which no step begins (default none)
@@ -111,6 +112,33 @@ backtrace() {
 run_tests cuda -R "$cuda_tests"
 backtrace cuda
 
+# --- benchmarks ----------------------------------------------------------------------
+bench_rc=0
+time_for 90 "kiln_bench_ops" && { "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
+    --dtypes float32,bfloat16 --rounds 5 --min-ms 3 \
+    --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_cuda.txt"; }
+
+# Activation checkpointing: the 50 x 1024 model plain against checkpointed every 5.
+time_for 30 "kiln_bench_memory" && { "$build/bin/kiln_bench_memory" --device cuda --json "$out/bench_memory_cuda.json" \
+    > "$out/bench_memory_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_memory_cuda.txt"; }
+
+# The optimizer step (100 tensors, 10M parameters) against torch::optim::AdamW,
+# at::_fused_adamw_ and each side's GB/s against a device copy (k/copy, r/copy columns).
+time_for 40 "kiln_bench_optim" && { "$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 10 \
+    --json "$out/bench_optim_cuda.json" > "$out/bench_optim_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_optim_cuda.txt"; }
+
+# The default model's training step on CUDA against its Python twin (eager, fused
+# AdamW) on the same GPU, each step ending with a device synchronisation on both sides.
+time_for 90 "kiln_bench_train" && { KILN_FASHION_MNIST="$data_root" "$build/bin/kiln_bench_train" --device cuda \
+    --python "$py" --precision fp32,bf16 --rounds 2 --steps 100 --warmup 20 --rest 0.2 \
+    --set data.root="$data_root" \
+    --json "$out/bench_train_cuda.json" > "$out/bench_train_cuda.txt" 2>&1 || bench_rc=1
+cat "$out/bench_train_cuda.txt"; }
+note "benchmarks done at $(elapsed) s"
+
 # --- kiln train on CUDA ----------------------------------------------------------
 # train LABEL RUN_DIR ARGS…: one `kiln train`, its console in train_LABEL.txt, and in
 # the summary its exit code, its result lines and the last line of its metrics.jsonl.
@@ -194,32 +222,6 @@ cmp -s "$out/sample_cuda.txt" "$out/sample_cuda--no-cache.txt" \
 
 note "training runs done at $(elapsed) s"
 
-# --- benchmarks ----------------------------------------------------------------------
-bench_rc=0
-time_for 90 "kiln_bench_ops" && { "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
-    --dtypes float32,bfloat16 --rounds 5 --min-ms 3 \
-    --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1 || bench_rc=1
-cat "$out/bench_cuda.txt"; }
-
-# Activation checkpointing: the 50 x 1024 model plain against checkpointed every 5.
-time_for 30 "kiln_bench_memory" && { "$build/bin/kiln_bench_memory" --device cuda --json "$out/bench_memory_cuda.json" \
-    > "$out/bench_memory_cuda.txt" 2>&1 || bench_rc=1
-cat "$out/bench_memory_cuda.txt"; }
-
-# The optimizer step (100 tensors, 10M parameters) against torch::optim::AdamW,
-# at::_fused_adamw_ and each side's GB/s against a device copy (k/copy, r/copy columns).
-time_for 40 "kiln_bench_optim" && { "$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 10 \
-    --json "$out/bench_optim_cuda.json" > "$out/bench_optim_cuda.txt" 2>&1 || bench_rc=1
-cat "$out/bench_optim_cuda.txt"; }
-
-# The default model's training step on CUDA against its Python twin (eager, fused
-# AdamW) on the same GPU, each step ending with a device synchronisation on both sides.
-time_for 90 "kiln_bench_train" && { KILN_FASHION_MNIST="$data_root" "$build/bin/kiln_bench_train" --device cuda \
-    --python "$py" --precision fp32,bf16 --rounds 2 --steps 100 --warmup 20 --rest 0.2 \
-    --set data.root="$data_root" \
-    --json "$out/bench_train_cuda.json" > "$out/bench_train_cuda.txt" 2>&1 || bench_rc=1
-cat "$out/bench_train_cuda.txt"; }
-note "benchmarks done at $(elapsed) s"
 
 # --- the rest of the test suite ------------------------------------------------------
 if time_for 150 "the rest of the test suite"; then
