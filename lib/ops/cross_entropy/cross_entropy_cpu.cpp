@@ -41,20 +41,19 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy_forward_cpu(const at::Tensor& l
   const auto a = cross_entropy_args("kiln::cross_entropy_forward", logits, target);
   const auto acc = cross_entropy_acc_dtype(logits);
   auto lse = at::empty({a.rows}, logits.options().dtype(acc));
-  // The per-row losses are scratch: summed below, never returned.
-  const bool wide = acc == at::kDouble;
-  std::vector<double> nll_d(wide ? a.rows : 0);
-  std::vector<float> nll_f(wide ? 0 : a.rows);
-  void* nll = wide ? static_cast<void*>(nll_d.data()) : static_cast<void*>(nll_f.data());
-  const int64_t nll_size = wide ? sizeof(double) : sizeof(float);
   const auto dtype = kernel_dtype(a.logits);
   const auto kernel = cpu::cross_entropy_forward_impl();
   const auto* t = a.target.const_data_ptr<int64_t>();
-  at::parallel_for(0, a.rows, row_grain(a.classes), [&](int64_t begin, int64_t end) {
-    kernel(dtype, elem_ptr(a.logits, begin * a.classes), t + begin, elem_ptr(lse, begin),
-           static_cast<char*>(nll) + begin * nll_size, end - begin, a.classes);
-  });
-  const double mean = wide ? mean_of(nll_d.data(), a.rows) : mean_of(nll_f.data(), a.rows);
+  // The per-row losses, of the accumulation type (zero's), are scratch: summed, never returned.
+  const auto mean_loss = [&](auto zero) {
+    std::vector<decltype(zero)> nll(a.rows);
+    at::parallel_for(0, a.rows, row_grain(a.classes), [&](int64_t begin, int64_t end) {
+      kernel(dtype, elem_ptr(a.logits, begin * a.classes), t + begin, elem_ptr(lse, begin),
+             nll.data() + begin, end - begin, a.classes);
+    });
+    return mean_of(nll.data(), a.rows);
+  };
+  const double mean = acc == at::kDouble ? mean_loss(0.0) : mean_loss(0.0f);
   return {scalar_of(mean, logits.options()), lse};
 }
 

@@ -3,7 +3,6 @@
 // over threads; the backward's weight and bias gradients are summed per thread, then
 // over threads.
 #include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
@@ -23,18 +22,17 @@ const void* data_or_null(const std::optional<at::Tensor>& t) {
   return t && t->defined() ? t->const_data_ptr() : nullptr;
 }
 
-// Σ over `threads` rows of c partial sums (x's accumulation type), in thread order,
+// Σ over `threads` rows of c partial sums (x's accumulation type A), in thread order,
 // into a new (c) tensor of x's dtype.
-at::Tensor sum_partials(const char* partials, int64_t threads, const at::Tensor& x) {
+template <typename A>
+at::Tensor sum_partials(const A* partials, int64_t threads, const at::Tensor& x) {
   const int64_t c = x.size(-1);
   auto out = at::empty({c}, x.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "kiln::layer_norm_backward", [&] {
-    using A = at::opmath_type<scalar_t>;
-    const auto* p = reinterpret_cast<const A*>(partials);
     auto* o = out.data_ptr<scalar_t>();
     for (int64_t j = 0; j < c; ++j) {
-      A s = p[j];
-      for (int64_t t = 1; t < threads; ++t) s += p[t * c + j];
+      A s = partials[j];
+      for (int64_t t = 1; t < threads; ++t) s += partials[t * c + j];
       o[j] = static_cast<scalar_t>(s);
     }
   });
@@ -83,24 +81,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_cpu(
   // four dispatcher round trips cost more than the whole backward of a few rows (0.41×
   // ATen's time at one row of 192, kiln_bench_ops --sizes 0).
   const int64_t threads = at::get_num_threads();
-  const int64_t acc_size = layer_norm_acc_dtype(x) == at::kDouble ? sizeof(double) : sizeof(float);
-  const int64_t row = threads * z.c;
-  std::vector<double> scratch((2 * row * acc_size + sizeof(double) - 1) / sizeof(double), 0.0);
-  char* dw_acc = want_dw ? reinterpret_cast<char*>(scratch.data()) : nullptr;
-  char* db_acc = want_db ? reinterpret_cast<char*>(scratch.data()) + row * acc_size : nullptr;
   const auto kernel = cpu::layer_norm_backward_impl();
   const auto xd = kernel_dtype(xc), gd = kernel_dtype(gc);
-  at::parallel_for(0, z.rows, kRowGrain, [&](int64_t begin, int64_t end) {
-    const int64_t t = at::get_thread_num();
-    TORCH_CHECK(t < threads, "kiln::layer_norm_backward: thread ", t, " of a pool of ", threads,
-                " (the partial sums have one row per thread)");
-    const int64_t at_row = t * z.c * acc_size;
-    kernel(xd, gd, gc.const_data_ptr(), xc.const_data_ptr(), data_or_null(w), mc.const_data_ptr(),
-           rc.const_data_ptr(), output_mask[0] ? dx.data_ptr() : nullptr,
-           dw_acc ? dw_acc + at_row : nullptr, db_acc ? db_acc + at_row : nullptr, z.c, begin, end);
-  });
-  if (want_dw) dw = sum_partials(dw_acc, threads, x);
-  if (want_db) db = sum_partials(db_acc, threads, x);
+  const auto run = [&](auto zero) {  // A, the accumulation type, from zero's
+    using A = decltype(zero);
+    std::vector<A> partials(2 * threads * z.c, zero);  // dw's rows, then db's
+    A* dw_acc = want_dw ? partials.data() : nullptr;
+    A* db_acc = want_db ? partials.data() + threads * z.c : nullptr;
+    at::parallel_for(0, z.rows, kRowGrain, [&](int64_t begin, int64_t end) {
+      const int64_t t = at::get_thread_num();
+      TORCH_CHECK(t < threads, "kiln::layer_norm_backward: thread ", t, " of a pool of ", threads,
+                  " (the partial sums have one row per thread)");
+      kernel(xd, gd, gc.const_data_ptr(), xc.const_data_ptr(), data_or_null(w), mc.const_data_ptr(),
+             rc.const_data_ptr(), output_mask[0] ? dx.data_ptr() : nullptr,
+             dw_acc ? dw_acc + t * z.c : nullptr, db_acc ? db_acc + t * z.c : nullptr, z.c, begin, end);
+    });
+    if (want_dw) dw = sum_partials(dw_acc, threads, x);
+    if (want_db) db = sum_partials(db_acc, threads, x);
+  };
+  if (layer_norm_acc_dtype(x) == at::kDouble) run(0.0);
+  else run(0.0f);
   return {std::move(dx), std::move(dw), std::move(db)};
 }
 
