@@ -24,9 +24,9 @@ thread_local int op_depth = 0;  // ops of the FUNCTION scope this thread is insi
 // a host sync on CUDA), and the casts (aten::to, aten::_to_copy) and fills
 // (aten::fill_, aten::zero_, aten::ones_like) called outside any other op, i.e. by
 // the loop itself rather than inside the model's ops: on CUDA each is a launch.
-class CountScalarReads {
+class CountOps {
  public:
-  CountScalarReads() {
+  CountOps() {
     scalar_reads = 0, casts = 0, fills = 0;
     handle_ = at::addGlobalCallback(
         at::RecordFunctionCallback(
@@ -42,9 +42,9 @@ class CountScalarReads {
             [](const at::RecordFunction&, at::ObserverContext*) { --op_depth; })
             .scopes({at::RecordScope::FUNCTION}));
   }
-  ~CountScalarReads() { at::removeCallback(handle_); }
-  CountScalarReads(const CountScalarReads&) = delete;
-  CountScalarReads& operator=(const CountScalarReads&) = delete;
+  ~CountOps() { at::removeCallback(handle_); }
+  CountOps(const CountOps&) = delete;
+  CountOps& operator=(const CountOps&) = delete;
 
  private:
   at::CallbackHandle handle_;
@@ -90,7 +90,7 @@ TEST_CASE("a training step reads nothing to the host; a log step, one value at m
   if (variant != "fp32" && variant != "bf16") spec.train.accumulate(2).clip_norm(1.0);
   ReadsPerStep observer;
   {
-    CountScalarReads count;
+    CountOps count;
     REQUIRE(kiln::train::train(spec, observer).steps == 30);
   }
   REQUIRE(observer.reads.size() == 30);
@@ -126,7 +126,7 @@ TEST_CASE("a plain training step makes no cast or fill of its own", "[train][syn
   spec.train.max_steps(30);
   ReadsPerStep observer;
   {
-    CountScalarReads count;
+    CountOps count;
     REQUIRE(kiln::train::train(spec, observer).steps == 30);
   }
   REQUIRE(observer.step_casts.size() == 30);
