@@ -180,10 +180,8 @@ TEST_CASE("relu on CUDA matches CPU for every dtype", "[ops][relu][cuda]") {
     const auto x = sample(1001, dtype).cuda().narrow(0, 1, 999);
     KILN_REQUIRE_CLOSE(kiln::ops::relu(x).cpu(), at::relu(x.cpu()), 0.0, 0.0);
   }
-  // Past what the grid covers four times over on any GPU of up to 264 SMs (its
-  // threads take four packs a trip there: cuda_support.cuh), with a ragged end:
-  // the unrolled trips, the single-pack ones after them and the scalar tail, for the
-  // maps of one input (forward) and of two (backward).
+  // Many tiles of four packs a thread (cuda_support.cuh), a partial last tile and a
+  // scalar tail, for the maps of one input (forward) and of two (backward).
   const int64_t big = (int64_t{1} << 25) + 37;
   for (const auto dtype : kDtypes) {
     INFO("dtype " << dtype << ", n " << big);
