@@ -25,12 +25,20 @@
 #   KILN_GPU_DEADLINE  seconds from the start after which no step begins (default none)
 #   KILN_ARCHS    CUDA architectures (default 90, the H200)
 #   KILN_BENCH_SIZES  log2 sizes for the benchmarks (default 16,20,24,26)
+#   KILN_BENCH_OPS    the ops kiln_bench_ops times (default all of them)
+#   KILN_GPU_STEPS    the steps to run, a comma list of tests, bench_ops, bench_memory,
+#                     bench_optim, bench_train, train, rest (default all); with
+#   KILN_GPU_TARGETS  the build targets they need (default all), for a lease that
+#                     checks one change, e.g. KILN_GPU_STEPS=tests,bench_ops
+#                     KILN_GPU_TARGETS="kiln_tests kiln_bench_ops" KILN_BENCH_OPS=gelu,bias_gelu
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(mkdir -p "${1:-$root/gpu-results}" && cd "${1:-$root/gpu-results}" && pwd)"
 build="${KILN_GPU_BUILD_DIR:-$root/build-gpu}"
 bundle="$root/.kiln-bundle"
 py="${KILN_PYTHON:-python3}"
+steps=",${KILN_GPU_STEPS:-tests,bench_ops,bench_memory,bench_optim,bench_train,train,rest},"
+want() { [[ "$steps" == *",$1,"* ]]; }
 fail() { echo "[gpu_check] FAILED at step \"$1\": $2" | tee -a "$out/summary.txt" >&2; exit 1; }
 note() { echo "$*" | tee -a "$out/summary.txt"; }
 start=$(date +%s)
@@ -59,7 +67,8 @@ cmake -S "$root" -B "$build" -G "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DKILN_BUNDLE="$bundle" -DKILN_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES="${KILN_ARCHS:-90}" > "$out/configure.log" 2>&1 \
   || { tail -30 "$out/configure.log"; fail "configure" "see $out/configure.log"; }
-cmake --build "$build" --parallel "$(nproc)" > "$out/build.log" 2>&1 \
+read -ra targets <<< "${KILN_GPU_TARGETS:-}"
+cmake --build "$build" --parallel "$(nproc)" ${targets[@]/#/--target } > "$out/build.log" 2>&1 \
   || { grep -E "error" -A5 "$out/build.log" | head -60; fail "build" "see $out/build.log"; }
 note "build: $(elapsed) s"
 # How the test binary finds libstdc++ against libtorch (torch 2.11's libtorch.so
@@ -109,30 +118,29 @@ backtrace() {
   note "backtrace of \"$name\" (crash_$1.txt):"
   grep -E "^#[0-9]+ " "$out/crash_$1.txt" | head -12 | cut -c1-240 | sed 's/^/  /' | tee -a "$out/summary.txt"
 }
-run_tests cuda -R "$cuda_tests"
-backtrace cuda
+want tests && { run_tests cuda -R "$cuda_tests"; backtrace cuda; }
 
 # --- benchmarks ----------------------------------------------------------------------
 bench_rc=0
-time_for 90 "kiln_bench_ops" && { "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
-    --dtypes float32,bfloat16 --rounds 5 --min-ms 3 \
+want bench_ops && time_for 90 "kiln_bench_ops" && { "$build/bin/kiln_bench_ops" --device cuda --sizes "${KILN_BENCH_SIZES:-16,20,24,26}" \
+    ${KILN_BENCH_OPS:+--ops "$KILN_BENCH_OPS"} --dtypes float32,bfloat16 --rounds 5 --min-ms 3 \
     --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1 || bench_rc=1
 cat "$out/bench_cuda.txt"; }
 
 # Activation checkpointing: the 50 x 1024 model plain against checkpointed every 5.
-time_for 30 "kiln_bench_memory" && { "$build/bin/kiln_bench_memory" --device cuda --json "$out/bench_memory_cuda.json" \
+want bench_memory && time_for 30 "kiln_bench_memory" && { "$build/bin/kiln_bench_memory" --device cuda --json "$out/bench_memory_cuda.json" \
     > "$out/bench_memory_cuda.txt" 2>&1 || bench_rc=1
 cat "$out/bench_memory_cuda.txt"; }
 
 # The optimizer step (100 tensors, 10M parameters) against torch::optim::AdamW,
 # at::_fused_adamw_ and each side's GB/s against a device copy (k/copy, r/copy columns).
-time_for 40 "kiln_bench_optim" && { "$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 10 \
+want bench_optim && time_for 40 "kiln_bench_optim" && { "$build/bin/kiln_bench_optim" --device cuda --rounds 5 --min-ms 10 \
     --json "$out/bench_optim_cuda.json" > "$out/bench_optim_cuda.txt" 2>&1 || bench_rc=1
 cat "$out/bench_optim_cuda.txt"; }
 
 # The default model's training step on CUDA against its Python twin (eager, fused
 # AdamW) on the same GPU, each step ending with a device synchronisation on both sides.
-time_for 90 "kiln_bench_train" && { KILN_FASHION_MNIST="$data_root" "$build/bin/kiln_bench_train" --device cuda \
+want bench_train && time_for 90 "kiln_bench_train" && { KILN_FASHION_MNIST="$data_root" "$build/bin/kiln_bench_train" --device cuda \
     --python "$py" --precision fp32,bf16 --rounds 2 --steps 100 --warmup 20 --rest 0.2 \
     --set data.root="$data_root" \
     --json "$out/bench_train_cuda.json" > "$out/bench_train_cuda.txt" 2>&1 || bench_rc=1
@@ -140,11 +148,12 @@ cat "$out/bench_train_cuda.txt"; }
 note "benchmarks done at $(elapsed) s"
 
 # --- kiln train on CUDA ----------------------------------------------------------
+train_rc=0
+if want train; then
 # train LABEL RUN_DIR ARGS…: one `kiln train`, its console in train_LABEL.txt, and in
 # the summary its exit code, its result lines and the last line of its metrics.jsonl.
 runs="$out/runs"
 rm -rf "$runs" && mkdir -p "$runs"
-train_rc=0
 train() {
   local label="$1" dir="$2"; shift 2
   time_for 30 "train $label" || { train_rc=1; return; }
@@ -221,10 +230,13 @@ cmp -s "$out/sample_cuda.txt" "$out/sample_cuda--no-cache.txt" \
   || { echo "sample on CUDA: the cache and no cache differ" | tee -a "$out/summary.txt"; train_rc=1; }
 
 note "training runs done at $(elapsed) s"
+fi
 
 
 # --- the rest of the test suite ------------------------------------------------------
-if time_for 150 "the rest of the test suite"; then
+if ! want rest; then
+  :
+elif time_for 150 "the rest of the test suite"; then
   run_tests rest -E "$cuda_tests"
   backtrace rest
 else

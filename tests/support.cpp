@@ -78,6 +78,23 @@ Closeness all_close(const at::Tensor& actual, const at::Tensor& expected, double
   return c;
 }
 
+Closeness within_one_ulp(const at::Tensor& actual, const at::Tensor& reference) {
+  if (actual.sizes() != reference.sizes()) return all_close(actual, reference, 0, 0);  // its shape report
+  const auto a = actual.detach().to(at::kCPU, at::kDouble).reshape(-1);
+  const auto r = reference.detach().to(at::kCPU, at::kDouble).reshape(-1);
+  if (a.numel() == 0) return {};
+  const auto rounded = r.to(actual.scalar_type());
+  const auto away = at::where(rounded.signbit(), -INFINITY, INFINITY).to(rounded.scalar_type());
+  const auto ulp = (at::nextafter(rounded, away) - rounded).abs().to(at::kDouble);
+  const auto ulps = ((a - r).abs() / ulp).nan_to_num(INFINITY);  // NaN on either side: the worst
+  const int64_t worst = ulps.argmax().item<int64_t>();
+  std::ostringstream s;
+  s << "worst element [" << worst << "] of " << a.numel() << ": actual " << a[worst].item<double>()
+    << ", float64 reference " << r[worst].item<double>() << ", error "
+    << ulps[worst].item<double>() << " ulp of " << actual.scalar_type();
+  return {ulps[worst].item<double>() <= 1.0, s.str()};
+}
+
 Closeness gradcheck(const std::function<at::Tensor(const at::Tensor&)>& f, const at::Tensor& x0,
                     double eps, double rtol, double atol) {
   const auto x = x0.detach().to(at::kDouble).clone().requires_grad_(true);

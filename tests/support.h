@@ -36,6 +36,12 @@ struct Closeness {
 /// Compares elementwise with |a−e| ≤ atol + rtol·|e|; on failure reports the worst element.
 Closeness all_close(const at::Tensor& actual, const at::Tensor& expected, double rtol, double atol);
 
+/// Whether `actual` (a floating dtype, any device) is within one unit in the last place
+/// of its own dtype of `reference` (float64) at every element: the spacing of the
+/// dtype's numbers at reference rounded to the dtype, away from zero. A correctly
+/// rounded result is within half of one. Reports the worst element in ulps.
+Closeness within_one_ulp(const at::Tensor& actual, const at::Tensor& reference);
+
 /// Central differences in double: d f(x).sum()·w / dx for a fixed random weight w,
 /// compared with autograd. Reports the worst element (index, analytic, numeric).
 Closeness gradcheck(const std::function<at::Tensor(const at::Tensor&)>& f, const at::Tensor& x,

@@ -1,6 +1,6 @@
 // What kiln's .cu files share, without including ATen: the float "opmath" type
-// for half and bfloat16, dtype dispatch to CUDA types, and grid-stride launchers
-// for elementwise maps that use 16-byte loads when the buffers allow it.
+// for half and bfloat16, dtype dispatch to CUDA types, and launchers for
+// elementwise maps that use 16-byte loads when the buffers allow it.
 #pragma once
 #include <c10/cuda/CUDAException.h>
 #include <cuda_bf16.h>
@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "kernel_types.h"
@@ -52,81 +53,114 @@ inline int grid_for(int64_t items) {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Packs of 16 bytes each thread takes: a block covers one tile of kThreads × kUnroll
-// consecutive packs (thread t the packs t, t + kThreads, …, so each warp's loads are
-// contiguous), loading all of them from every input before it uses the first, and the
-// grid has a block per tile, as ATen's vectorised kernels are laid out. The first
-// lease (2026-12-04, H200) measured the grid-stride form before it, four packs a
-// grid stride apart in a grid capped at 16 blocks an SM: 0.92-0.97 of ATen's speed at
-// 2^24-2^26 floats (0.90-0.97 of a device copy, ATen 0.98-1.02).
-constexpr int kUnroll = 4;
+// The maps' layout is ATen's vectorised elementwise kernel's on sm_90 (torch 2.11,
+// CUDALoops.cuh): blocks of 128 threads, 8 elements a thread (16-byte packs: two of
+// float, one of half or bfloat16, four of double), a block per tile of 128 × packs,
+// thread t taking the packs t, t + 128, … of its tile so each warp's loads are
+// contiguous, and all of a thread's loads from every input issued before it uses the
+// first. The lease of 2026-12-04 (H200) measured the two forms before it: four
+// packs a grid stride apart in a grid capped at 16 blocks an SM, 0.92-0.96 of
+// ATen's speed at 2^24-2^26 floats; a tile of 256 threads × 4 packs, 0.96-1.00.
+template <int kVec>
+struct MapShape {
+  static constexpr int kBlock = 128;
+  static constexpr int kPacks = kVec >= 8 ? 1 : 8 / kVec;
+  static constexpr int64_t kTile = int64_t{kBlock} * kPacks;  // packs a block takes
+};
+
+/// The inputs of a map: kIn pointers of one type.
+template <typename In, int kIn>
+struct MapInputs {
+  const In* p[kIn];
+};
 
 // op applied to element k of the u-th packs of every input.
-template <typename Op, typename P, size_t... I>
-__device__ __forceinline__ auto apply_at(const Op& op, const P (&v)[sizeof...(I)][kUnroll], int u, int k,
+template <int kPacks, typename Op, typename P, size_t... I>
+__device__ __forceinline__ auto apply_at(const Op& op, const P (&v)[sizeof...(I)][kPacks], int u, int k,
                                          std::index_sequence<I...>) {
   return op(v[I][u].v[k]...);
 }
 
-// out[i] = op(in[i]...) over n elements: this block's tile of packs of kVec elements
-// (those past n / kVec skipped), and block 0 the scalar tail. Every pointer is 16-byte
-// aligned when kVec > 1 (the launchers check). Launch map_blocks(n, kVec) blocks of kThreads.
-template <int kVec, typename T, typename Op, typename... In>
-__global__ void map_kernel(Op op, int64_t n, T* __restrict__ out, const In* __restrict__... in) {
-  using P = Pack<T, kVec>;
-  constexpr int kIn = sizeof...(In);
-  const int64_t n_vec = n / kVec;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
-  P v[kIn][kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int64_t i = first + static_cast<int64_t>(u) * kThreads;
-    if (i >= n_vec) break;
-    int j = 0;  // the comma fold runs left to right: input j into v[j]
-    ((v[j++][u] = reinterpret_cast<const P*>(in)[i]), ...);
-  }
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int64_t i = first + static_cast<int64_t>(u) * kThreads;
-    if (i >= n_vec) break;
-    P o;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) o.v[k] = apply_at(op, v, u, k, std::make_index_sequence<kIn>{});
-    reinterpret_cast<P*>(out)[i] = o;
-  }
-  if (blockIdx.x == 0)
-    for (int64_t e = n_vec * kVec + threadIdx.x; e < n; e += kThreads) out[e] = op(in[e]...);
+// op applied to element e of every input.
+template <typename Op, typename In, int kIn, size_t... I>
+__device__ __forceinline__ auto apply_to(const Op& op, const MapInputs<In, kIn>& in, int64_t e,
+                                         std::index_sequence<I...>) {
+  return op(in.p[I][e]...);
 }
 
-// Blocks for map_kernel<kVec> over n elements: one per tile, at least one (the tail).
-inline int64_t map_blocks(int64_t n, int kVec) {
-  const int64_t tile = int64_t{kThreads} * kUnroll;
+// out[i] = op(in[0][i], …) over n elements: this block's tile of kBlock × kPacks packs
+// of kVec elements (those past n / kVec skipped), and block 0 the scalar tail. Every
+// pointer is 16-byte aligned when kVec > 1 (the launchers check). Launch
+// map_blocks(n, kVec, kBlock * kPacks) blocks of kBlock threads.
+template <int kVec, int kBlock, int kPacks, typename Out, typename In, int kIn, typename Op>
+__global__ void __launch_bounds__(kBlock)
+    map_kernel(Op op, int64_t n, Out* __restrict__ out, MapInputs<In, kIn> in) {
+  using PI = Pack<In, kVec>;
+  using PO = Pack<Out, kVec>;
+  const int64_t n_vec = n / kVec;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kBlock * kPacks + threadIdx.x;
+  PI v[kIn][kPacks];
+#pragma unroll
+  for (int u = 0; u < kPacks; ++u) {
+    const int64_t i = first + static_cast<int64_t>(u) * kBlock;
+    if (i >= n_vec) break;
+#pragma unroll
+    for (int j = 0; j < kIn; ++j) v[j][u] = reinterpret_cast<const PI*>(in.p[j])[i];
+  }
+#pragma unroll
+  for (int u = 0; u < kPacks; ++u) {
+    const int64_t i = first + static_cast<int64_t>(u) * kBlock;
+    if (i >= n_vec) break;
+    PO o;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      o.v[k] = apply_at<kPacks>(op, v, u, k, std::make_index_sequence<kIn>{});
+    reinterpret_cast<PO*>(out)[i] = o;
+  }
+  if (blockIdx.x == 0)
+    for (int64_t e = n_vec * kVec + threadIdx.x; e < n; e += kBlock)
+      out[e] = apply_to(op, in, e, std::make_index_sequence<kIn>{});
+}
+
+// Blocks for a tiled kernel over n elements in packs of kVec, `tile` packs a block:
+// one per tile, at least one (the tail).
+inline int64_t map_blocks(int64_t n, int kVec, int64_t tile) {
   const int64_t blocks = (n / kVec + tile - 1) / tile;
   return blocks > 0 ? blocks : 1;
 }
 
-/// Launches out = op(a) on `stream`, vectorised when every pointer is 16-byte aligned.
-template <typename T, typename Op>
-void launch_map1(Op op, const T* a, T* out, int64_t n, cudaStream_t stream) {
-  constexpr int kVec = 16 / sizeof(T);
-  if (aligned16(a) && aligned16(out)) {
-    map_kernel<kVec><<<static_cast<unsigned>(map_blocks(n, kVec)), kThreads, 0, stream>>>(op, n, out, a);
+/// Launches out = op(in[0], …) over n elements on `stream`: 16-byte packs of the wider
+/// of In and Out when every pointer is 16-byte aligned, else single elements, in
+/// MapShape's layout.
+template <typename Out, typename In, int kIn, typename Op>
+void launch_map(Op op, int64_t n, cudaStream_t stream, Out* out, MapInputs<In, kIn> in) {
+  bool aligned = aligned16(out);
+  for (const In* p : in.p) aligned = aligned && aligned16(p);
+  const auto launch = [&](auto vec) {
+    constexpr int kVec = decltype(vec)::value;
+    using S = MapShape<kVec>;
+    map_kernel<kVec, S::kBlock, S::kPacks>
+        <<<static_cast<unsigned>(map_blocks(n, kVec, S::kTile)), S::kBlock, 0, stream>>>(op, n, out, in);
+  };
+  constexpr int kWide = 16 / (sizeof(In) > sizeof(Out) ? sizeof(In) : sizeof(Out));
+  if (aligned) {
+    launch(std::integral_constant<int, kWide>{});
   } else {
-    map_kernel<1><<<static_cast<unsigned>(map_blocks(n, 1)), kThreads, 0, stream>>>(op, n, out, a);
+    launch(std::integral_constant<int, 1>{});
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-/// Launches out = op(a, b) on `stream`, vectorised when every pointer is aligned.
+/// Launches out = op(a) on `stream` (a and out may differ in type).
+template <typename Out, typename In, typename Op>
+void launch_map1(Op op, const In* a, Out* out, int64_t n, cudaStream_t stream) {
+  launch_map(op, n, stream, out, MapInputs<In, 1>{{a}});
+}
+
+/// Launches out = op(a, b) on `stream`.
 template <typename T, typename Op>
 void launch_map2(Op op, const T* a, const T* b, T* out, int64_t n, cudaStream_t stream) {
-  constexpr int kVec = 16 / sizeof(T);
-  if (aligned16(a) && aligned16(b) && aligned16(out)) {
-    map_kernel<kVec><<<static_cast<unsigned>(map_blocks(n, kVec)), kThreads, 0, stream>>>(op, n, out, a, b);
-  } else {
-    map_kernel<1><<<static_cast<unsigned>(map_blocks(n, 1)), kThreads, 0, stream>>>(op, n, out, a, b);
-  }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_map(op, n, stream, out, MapInputs<T, 2>{{a, b}});
 }
 
 }  // namespace kiln::ops::cuda

@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "gelu_truth.h"
 #include "ops/ops.h"
 #include "support.h"
 
@@ -151,4 +152,63 @@ TEST_CASE("bias_gelu on CUDA matches CPU for every dtype", "[ops][bias_gelu][cud
                          tol.rtol, tol.atol);
     }
   }
+}
+
+namespace {
+
+// bias_gelu and its gradient dx on `device` in half and bfloat16 within one ulp of the
+// dtype of the float64 truth from the same inputs (x + b exact, as kiln adds in float);
+// x + b within ±8, short of where exp's cap (gelu_math::kExpCap) leaves ~1e-34 for 0.
+void require_reduced_bias_gelu_within_one_ulp(const std::vector<int64_t>& shape, const at::Device device) {
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    INFO("dtype " << dtype << " on " << device << ", shape " << at::IntArrayRef(shape));
+    const auto x = ((at::rand(shape) * 2 - 1) * 6).to(dtype);
+    const auto b = at::randn({shape.back()}).clamp(-2, 2).to(dtype);
+    const auto g = at::randn(shape).to(dtype);
+    const auto truth = kiln::test::gelu_truth(x.to(at::kDouble) + b.to(at::kDouble));
+    const auto y = kiln::test::within_one_ulp(kiln::ops::bias_gelu(x.to(device), b.to(device)), truth.y);
+    INFO("forward: " << y.report);
+    REQUIRE(y.ok);
+    auto [dx, db] = kiln::ops::bias_gelu_backward(g.to(device), x.to(device), b.to(device));
+    const auto d = kiln::test::within_one_ulp(dx, g.to(at::kDouble) * truth.dy);
+    INFO("dx: " << d.report);
+    REQUIRE(d.ok);
+  }
+}
+
+// Shapes that leave each part of the CUDA backward's blocks ragged (bias_gelu_cuda.cu:
+// 32 columns of packs by 8 row lanes, four rows in flight, row blocks summed by a
+// second kernel): rows short of one lane each, of the four-row step, of the last row
+// block; columns short of a warp (n = 96: 24 float packs), past several column blocks
+// with the last one partial (n = 1160), and rows of odd length (n = 37: the
+// element-wise kernels).
+const std::vector<std::vector<int64_t>> kRaggedShapes = {{3, 96},    {29, 96}, {2049, 96}, {1029, 1160},
+                                                         {5000, 37}, {1, 4096}, {70001, 8}};
+
+}  // namespace
+
+TEST_CASE("bias_gelu in half and bfloat16 is within one ulp of float64", "[ops][bias_gelu]") {
+  for (const auto& shape : kRaggedShapes) require_reduced_bias_gelu_within_one_ulp(shape, at::kCPU);
+}
+
+// On CUDA against the CPU, and in half and bfloat16 (the approximate exp and division)
+// against float64.
+TEST_CASE("bias_gelu backward on CUDA at ragged shapes", "[ops][bias_gelu][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  for (const auto dtype : kFloatingDtypes) {
+    for (const auto& shape : kRaggedShapes) {
+      INFO("dtype " << dtype << ", shape " << at::IntArrayRef(shape));
+      const auto x = (at::randn(shape) * 2).to(dtype);
+      const auto b = at::randn({shape.back()}).to(dtype);
+      const auto g = at::randn(shape).to(dtype);
+      const auto tol = tolerance_for(dtype);
+      kiln::test::require_cuda_matches_cpu(
+          [](const std::vector<at::Tensor>& in) {
+            auto [dx, db] = kiln::ops::bias_gelu_backward(in[2], in[0], in[1]);
+            return std::vector<at::Tensor>{dx, db};
+          },
+          {x, b, g}, {tol.rtol, tol.atol * std::sqrt(static_cast<double>(shape[0])) * 4});
+    }
+  }
+  for (const auto& shape : kRaggedShapes) require_reduced_bias_gelu_within_one_ulp(shape, at::kCUDA);
 }

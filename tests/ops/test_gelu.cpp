@@ -6,6 +6,7 @@
 
 #include <tuple>
 
+#include "gelu_truth.h"
 #include "ops/ops.h"
 #include "support.h"
 
@@ -47,11 +48,7 @@ TEST_CASE("gelu in float stays within 1e-6 relative error of float64", "[ops][ge
   // derivative crosses 0 at x ≈ −0.75, where only 1e-7 absolute is meaningful).
   const auto x = at::cat({at::linspace(-9, 9, 200001, at::kFloat), at::randn({100000}) * 4});
   const auto xd = x.to(at::kDouble);
-  constexpr double k = 0.7978845608028654, c = 0.044715;
-  const auto two_u = 2 * k * xd * (1 + c * xd * xd);
-  const auto s = 1 / (1 + at::exp(-two_u));
-  const auto truth = xd * s;
-  const auto dtruth = s + xd * (2 * k * (1 + 3 * c * xd * xd)) * s * (1 - s);
+  const auto [two_u, truth, dtruth] = kiln::test::gelu_truth(xd);
   const auto y = kiln::ops::gelu(x);
   const auto dy = kiln::ops::gelu_backward(at::ones_like(x), x);
   KILN_REQUIRE_CLOSE(y, truth, 1e-6, 1e-9);
@@ -161,4 +158,42 @@ TEST_CASE("gelu on CUDA matches CPU for every dtype", "[ops][gelu][cuda]") {
         },
         {x}, tolerance_for(dtype));
   }
+}
+
+namespace {
+
+// gelu and its gradient on `device` in half and bfloat16 within one ulp of the dtype of
+// the float64 truth, over the range where neither is saturated yet.
+void require_reduced_gelu_within_one_ulp(const at::Device device) {
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    INFO("dtype " << dtype << " on " << device);
+    const auto x = at::linspace(-8, 8, 200003, at::kDouble).to(dtype);
+    const auto g = at::randn({200003}, at::kDouble).to(dtype);
+    const auto truth = kiln::test::gelu_truth(x.to(at::kDouble));
+    {
+      INFO("forward");
+      const auto c = kiln::test::within_one_ulp(kiln::ops::gelu(x.to(device)), truth.y);
+      INFO(c.report);
+      REQUIRE(c.ok);
+    }
+    {
+      INFO("backward");
+      const auto c = kiln::test::within_one_ulp(kiln::ops::gelu_backward(g.to(device), x.to(device)),
+                                                g.to(at::kDouble) * truth.dy);
+      INFO(c.report);
+      REQUIRE(c.ok);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gelu in half and bfloat16 is within one ulp of float64", "[ops][gelu]") {
+  require_reduced_gelu_within_one_ulp(at::kCPU);
+}
+
+// On CUDA, half and bfloat16 take the approximate exp and division (gelu_cuda_math.cuh).
+TEST_CASE("gelu on CUDA in half and bfloat16 is within one ulp of float64", "[ops][gelu][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  require_reduced_gelu_within_one_ulp(at::kCUDA);
 }

@@ -166,6 +166,23 @@ TEST_CASE("scaled_add on CUDA matches CPU for every dtype", "[ops][scaled_add][c
             return {kiln::ops::scaled_add(in[1], in[0], 2.0), gx};
           },
           {f, h}, tolerance_for(at::kBFloat16));
+      // The backward's one-pass gradient in each half type (cuda scaled_add_scale_to):
+      // packed, with a tail, unaligned, and of a transposed (dense, not contiguous) grad,
+      // each within one ulp of alpha·grad in float64, in the grad's strides.
+      for (const auto low : {at::kBFloat16, at::kHalf}) {
+        const auto g = at::randn({64, 1003}).cuda();
+        for (const auto& view : {g, g.narrow(1, 1, 1001), g.t()}) {
+          INFO(low << ", grad of shape " << view.sizes() << " and strides " << view.strides());
+          const auto [gx, gy] = kiln::ops::scaled_add_backward(view, 0.3, low);
+          REQUIRE(gx.scalar_type() == low);
+          REQUIRE(gx.is_cuda());
+          REQUIRE(gy.is_same(view));
+          if (view.is_non_overlapping_and_dense()) REQUIRE(gx.strides() == view.strides());
+          const auto c = kiln::test::within_one_ulp(gx, view.to(at::kDouble) * 0.3);
+          INFO(c.report);
+          REQUIRE(c.ok);
+        }
+      }
     }
     // Unaligned views take the scalar path.
     const auto x = at::randn({1001}).to(dtype), y = at::randn({1001}).to(dtype);

@@ -1,21 +1,16 @@
-// CUDA gelu: the shared maths (gelu_math.h) in opmath on raw pointers and a stream.
+// CUDA gelu: the shared maths (gelu_cuda_math.cuh) in opmath on raw pointers and a
+// stream.
 #include "../cuda_support.cuh"
+#include "gelu_cuda_math.cuh"
 #include "gelu_kernel.h"
-#include "gelu_math.h"
 
 namespace kiln::ops::cuda {
 namespace {
 
-// exp with its argument capped (gelu_math::kExpCap); NaN stays NaN through x.
-struct Exp {
-  __device__ float operator()(float v) const { return expf(fminf(v, float(gelu_math::kExpCap))); }
-  __device__ double operator()(double v) const { return exp(fmin(v, gelu_math::kExpCap)); }
-};
-
 struct GeluForward {
   template <typename T>
   __device__ T operator()(T x) const {
-    return static_cast<T>(gelu_math::forward(static_cast<opmath_t<T>>(x), Exp{}));
+    return static_cast<T>(gelu_device::forward<T>(static_cast<opmath_t<T>>(x)));
   }
 };
 
@@ -23,7 +18,7 @@ struct GeluBackward {
   template <typename T>
   __device__ T operator()(T grad, T x) const {
     using M = opmath_t<T>;
-    return static_cast<T>(static_cast<M>(grad) * gelu_math::derivative(static_cast<M>(x), Exp{}));
+    return static_cast<T>(static_cast<M>(grad) * gelu_device::derivative<T>(static_cast<M>(x)));
   }
 };
 

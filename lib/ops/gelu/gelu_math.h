@@ -21,23 +21,30 @@ constexpr double kCoeff = 0.044715;
 /// float, so e·s below never becomes ∞·0 (gelu is below 1e-33 there anyway).
 constexpr double kExpCap = 80.0;
 
+/// a / b: the division of V itself. A caller may pass its own (the CUDA kernels
+/// for half and bfloat16 pass the SFU's approximate one).
+struct Divide {
+  template <typename V>
+  KILN_HD V operator()(V a, V b) const { return a / b; }
+};
+
 /// gelu(x) = x / (1 + exp(−2u)).
-template <typename V, typename Exp>
-KILN_HD V forward(V x, Exp exp) {
+template <typename V, typename Exp, typename Div = Divide>
+KILN_HD V forward(V x, Exp exp, Div div = {}) {
   const V two_u = V(2 * kSqrt2OverPi) * x * (V(1) + V(kCoeff) * x * x);
-  return x / (V(1) + exp(V(0) - two_u));
+  return div(x, V(1) + exp(V(0) - two_u));
 }
 
 /// gelu'(x) = s + 2x·u'·s·(1 − s), s = σ(2u), u' = √(2/π)·(1 + 3·0.044715·x²):
 /// the exact derivative of the tanh form. 1 − s is computed as e·s (e = e^(−2u)),
 /// not by subtraction, which would lose digits where s is close to 1.
-template <typename V, typename Exp>
-KILN_HD V derivative(V x, Exp exp) {
+template <typename V, typename Exp, typename Div = Divide>
+KILN_HD V derivative(V x, Exp exp, Div div = {}) {
   const V x2 = x * x;
   const V two_u = V(2 * kSqrt2OverPi) * x * (V(1) + V(kCoeff) * x2);
   const V two_du = V(2 * kSqrt2OverPi) * (V(1) + V(3 * kCoeff) * x2);
   const V e = exp(V(0) - two_u);
-  const V s = V(1) / (V(1) + e);
+  const V s = div(V(1), V(1) + e);
   return s + x * two_du * (e * s) * s;
 }
 

@@ -34,12 +34,17 @@ at::Tensor scaled_add_cuda(const at::Tensor& x, const at::Tensor& y, double alph
 std::tuple<at::Tensor, at::Tensor> scaled_add_backward_cuda(const at::Tensor& grad, double alpha,
                                                             std::optional<at::ScalarType> x_dtype) {
   const auto gx_dtype = x_grad_dtype("kiln::scaled_add_backward", grad, x_dtype);
-  if (gx_dtype != grad.scalar_type()) {
-    auto [gx, g] = scaled_add_backward_cuda(grad, alpha, std::nullopt);
-    return {gx.to(gx_dtype), g};
+  const c10::cuda::CUDAGuard device_guard(grad.device());
+  if (gx_dtype != grad.scalar_type()) {  // float32 grad, a half type's gradient: one pass
+    // (the scale and a cast after it were 0.97-0.98x ATen's mul and cast on the H200).
+    const auto g = dense(grad);
+    auto gx = at::empty_strided(g.sizes(), g.strides(), g.options().dtype(gx_dtype));
+    if (g.numel() > 0)
+      cuda::scaled_add_scale_to(kernel_dtype(gx), g.const_data_ptr<float>(), gx.data_ptr(), g.numel(),
+                                alpha, c10::cuda::getCurrentCUDAStream());
+    return {gx, grad};
   }
   auto e = elementwise("kiln::scaled_add_backward", "grad", grad);
-  const c10::cuda::CUDAGuard device_guard(grad.device());
   if (e.x.numel() > 0)
     cuda::scaled_add_scale(kernel_dtype(e.x), e.x.const_data_ptr(), e.out.data_ptr(), e.x.numel(),
                            alpha, c10::cuda::getCurrentCUDAStream());

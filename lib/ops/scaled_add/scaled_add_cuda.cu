@@ -23,6 +23,13 @@ struct Scale {
   __device__ T operator()(T g) const { return static_cast<T>(alpha * static_cast<opmath_t<T>>(g)); }
 };
 
+// alpha·grad in float, rounded once to the half type L.
+template <typename L>
+struct ScaleTo {
+  float alpha;
+  __device__ L operator()(float g) const { return static_cast<L>(alpha * g); }
+};
+
 }  // namespace
 
 void scaled_add_forward(DType dtype, const void* x, const void* y, void* out, int64_t n,
@@ -40,6 +47,15 @@ void scaled_add_scale(DType dtype, const void* grad, void* out, int64_t n, doubl
     using T = decltype(t);
     launch_map1(Scale<T>{static_cast<opmath_t<T>>(alpha)}, static_cast<const T*>(grad),
                 static_cast<T*>(out), n, stream);
+  });
+}
+
+void scaled_add_scale_to(DType low, const float* grad, void* out, int64_t n, double alpha,
+                         CUstream_st* stream) {
+  by_dtype(low, [&](auto t) {
+    using L = decltype(t);
+    if constexpr (sizeof(L) == 2)
+      launch_map1(ScaleTo<L>{static_cast<float>(alpha)}, grad, static_cast<L*>(out), n, stream);
   });
 }
 

@@ -34,5 +34,8 @@ void scaled_add_forward(DType dtype, const void* x, const void* y, void* out, in
                         double alpha, CUstream_st* stream);
 void scaled_add_scale(DType dtype, const void* grad, void* out, int64_t n, double alpha,
                       CUstream_st* stream);
+// As cpu::scaled_add_scale_to: alpha·grad rounded once to the half type `low`.
+void scaled_add_scale_to(DType low, const float* grad, void* out, int64_t n, double alpha,
+                         CUstream_st* stream);
 }  // namespace cuda
 }  // namespace kiln::ops
