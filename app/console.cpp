@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "util/error.h"
+#include "util/log.h"
 
 namespace kiln::app {
 
@@ -49,7 +50,24 @@ void print_json_event(const std::string& name, nlohmann::ordered_json fields) {
   std::fflush(stdout);
 }
 
-ConsoleObserver::ConsoleObserver(ConsoleMode mode) : mode_(mode) {}
+ConsoleObserver::ConsoleObserver(ConsoleMode mode, bool warnings) : mode_(mode), warnings_(warnings) {
+  if (warnings_)
+    log::set_warning_listener([this](log::Level level, std::string_view message) {
+      if (level == log::Level::kWarn) on_warning(message);
+    });
+}
+
+ConsoleObserver::~ConsoleObserver() {
+  if (warnings_) log::set_warning_listener(nullptr);
+}
+
+void ConsoleObserver::on_warning(std::string_view message) {
+  if (mode_ == ConsoleMode::kJson) return print_json_event("warning", {{"message", std::string(message)}});
+  clear_bar();
+  std::fflush(stdout);  // the lines before it first, where both go to one terminal or file
+  std::fprintf(stderr, "kiln: warning: %.*s\n", static_cast<int>(message.size()), message.data());
+  std::fflush(stderr);
+}
 
 void ConsoleObserver::clear_bar() {
   if (bar_shown_) std::fputs("\r\033[2K", stdout);

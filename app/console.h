@@ -25,7 +25,13 @@ void print_json_event(const std::string& name, nlohmann::ordered_json fields);
 
 class ConsoleObserver : public train::TrainObserver {
  public:
-  explicit ConsoleObserver(ConsoleMode mode);
+  /// With `warnings`, the run's warnings (kiln::log::warn and above, which train.log
+  /// holds too) show while it lives: "kiln: warning: …" on stderr, the bar cleared
+  /// first, or {"event": "warning", "message": …} lines in JSON mode; also when quiet.
+  explicit ConsoleObserver(ConsoleMode mode, bool warnings = true);
+  ~ConsoleObserver() override;
+  ConsoleObserver(const ConsoleObserver&) = delete;
+  ConsoleObserver& operator=(const ConsoleObserver&) = delete;
   void on_start(const std::string& summary) override;
   void on_step(const train::StepReport& r) override;
   void on_eval(const train::EvalReport& r) override;
@@ -38,7 +44,9 @@ class ConsoleObserver : public train::TrainObserver {
  private:
   InterruptGuard interrupt_;
   void clear_bar();
+  void on_warning(std::string_view message);
   ConsoleMode mode_;
+  bool warnings_;
   bool bar_shown_ = false;
   double last_draw_ = -1.0;
   std::string last_metric_;  // the bar's "test_accuracy 88.73%" once a test ran

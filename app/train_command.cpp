@@ -386,7 +386,7 @@ int run_train(const TrainCommand& cmd) {
   spec.config_toml = resolved;
   spec.resume_checkpoint = resume.checkpoint_dir;
   spec.init_from = config.model.init_from;
-  ConsoleObserver console(out);
+  ConsoleObserver console(out, /*warnings=*/!follower);  // rank 0's say it for all
   train::TrainResult result;
   try {
     std::unique_ptr<dist::Group> group;

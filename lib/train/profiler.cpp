@@ -278,8 +278,7 @@ void StepProfiler::begin_step(int64_t step) {
     quiet_.reset();
     const std::string message = std::string("profile.steps: the profiler did not start (") +
                                 e.what_without_backtrace() + "); the run goes on unprofiled";
-    log::warn(message);
-    std::fprintf(stderr, "kiln: warning: %s\n", message.c_str());  // asked for, so said where it was asked
+    log::warn(message);  // in train.log, and on kiln train's console (app/console.h)
     started_at_ = -1;
     return;
   }

@@ -225,6 +225,10 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   loader_.emplace(data_.train.x, data_.train.y, batch_, /*shuffle=*/true, opt_.seed(), data_.train_draws);
   if (group_) loader_->shard(group_->rank(), group_->size());
   batches_ = loader_->size();
+  if (batch_ > loader_->examples())
+    log::warn(c10::str("train.batch_size (", batch_, group_ ? " a process" : "", ") is more than the ",
+                       loader_->examples(), " training examples", group_ ? " each process takes" : "",
+                       " an epoch: every step takes all of them, one batch of ", loader_->examples()));
   total_steps_ = opt_.epochs() * batches_;
   if (opt_.max_steps() > 0) total_steps_ = std::min(total_steps_, opt_.max_steps());
 
@@ -623,7 +627,8 @@ TrainResult Run::run() {
       << data::task_name(data_.schema.task) << ", " << data_.train.size() << " train / "
       << data_.test.size() << " test examples, ";
     if (data_.train_draws > 0) s << data_.train_draws << " drawn at random per epoch, ";
-    s << batches_ << " batches of " << batch_ << " per epoch";
+    s << batches_ << (batches_ == 1 ? " batch" : " batches") << " of "
+      << std::min(batch_, loader_->examples()) << " per epoch";
     if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
     if (group_)
       s << " on each of " << group_->size() << " processes (data-parallel, rank " << group_->rank() << ")";

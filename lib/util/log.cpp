@@ -1,5 +1,5 @@
 // The spdlog side of kiln::log: one logger, a file sink per run, an optional
-// stderr sink.
+// stderr sink, and an optional listener for warnings and errors.
 #include "log.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
@@ -22,6 +22,7 @@ std::mutex g_mutex;
 std::shared_ptr<spdlog::logger> g_logger;
 std::shared_ptr<spdlog::sinks::basic_file_sink_mt> g_file;
 std::shared_ptr<spdlog::sinks::stderr_color_sink_mt> g_stderr;
+std::function<void(Level, std::string_view)> g_listener;  // set_warning_listener's
 
 spdlog::level::level_enum to_spd(Level l) {
   switch (l) {
@@ -83,10 +84,17 @@ void set_stderr_level(Level level) {
   g_stderr->set_level(to_spd(level));
 }
 
+void set_warning_listener(std::function<void(Level, std::string_view)> listener) {
+  std::lock_guard lock(g_mutex);
+  g_listener = std::move(listener);
+}
+
 void write(Level level, std::string_view message) {
   std::lock_guard lock(g_mutex);
   logger().log(to_spd(level), "{}", message);
   if (g_file) g_file->flush();
+  // Under the lock, so that a listener being removed is not called after.
+  if (level >= Level::kWarn && g_listener) g_listener(level, message);
 }
 
 }  // namespace kiln::log

@@ -1,6 +1,7 @@
 // kiln's run log: a narrow interface over spdlog so that no file that includes
 // torch (which ships its own fmt) ever includes spdlog.
 #pragma once
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,10 @@ void open_file(const std::string& path);
 void close_file();
 /// Mirrors messages at or above `level` to stderr (off by default).
 void set_stderr_level(Level level);
+/// Hands every message at or above kWarn to `listener` as well, after the log's sinks,
+/// under the log's lock (so it must not log itself; kiln train's console shows them:
+/// app/console.h); an empty function removes it. Example: kiln::log::set_warning_listener([](Level, std::string_view m) {…});
+void set_warning_listener(std::function<void(Level, std::string_view)> listener);
 void write(Level level, std::string_view message);
 
 inline void debug(std::string_view m) { write(Level::kDebug, m); }

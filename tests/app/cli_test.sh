@@ -46,6 +46,18 @@ fi
 expect 2 "train.device: expected cpu, cuda or cuda:N, found \"cuda:x\"" -- train configs/tiny.toml --set train.device=cuda:x
 expect 2 "/nonexistent: data.root: expected a directory" -- train configs/tiny.toml --set data.root=/nonexistent --run-dir "$tmp/nodata"
 
+# Warnings reach the console as well as train.log, in text and in JSON, and the summary
+# line says the batch a step really takes.
+expect 0 "kiln: warning: train.batch_size \(100000\) is more than the 2000 training examples an epoch" \
+  -- train configs/tiny.toml --run-dir "$tmp/bigbatch" --set train.batch_size=100000 --set train.max_steps=1
+expect 0 "1 batch of 2000 per epoch" -- train configs/tiny.toml --run-dir "$tmp/bigbatch2" \
+  --set train.batch_size=100000 --set train.max_steps=1
+expect 0 '\{"event":"warning","message":"schedule.warmup_steps \(1000\) is not below the run.s 32 steps' \
+  -- train configs/tiny.toml --run-dir "$tmp/warmup" --log-format json --set schedule.name=cosine \
+  --set schedule.warmup_steps=1000 --set train.max_steps=1
+expect 0 "kiln: warning: schedule.warmup_steps" -- train configs/tiny.toml --run-dir "$tmp/warmup2" --quiet \
+  --set schedule.name=cosine --set schedule.warmup_steps=1000 --set train.max_steps=1
+
 # A good tiny run, then the same directory again without --resume.
 expect 0 "final test accuracy [0-9.]+%" -- train configs/tiny.toml --run-dir "$tmp/run" --set train.max_steps=0
 for f in config.toml metrics.jsonl train.log checkpoints/step_000000032/model.safetensors; do
