@@ -156,6 +156,15 @@ int run_export(const ExportCommand& cmd) {
       } else {
         fs::rename(tmp, out);
       }
+    } catch (const std::filesystem::filesystem_error& e) {  // named for --out, the temporary too
+      std::error_code ignored;
+      files::remove_tree(tmp.string(), ignored);
+      const IoError io(e);
+      throw IoError(c10::str(out.string(), ": cannot write (", io.what(), ")"), io.error());
+    } catch (const IoError& e) {
+      std::error_code ignored;
+      files::remove_tree(tmp.string(), ignored);
+      throw IoError(c10::str(out.string(), ": cannot write (", e.what(), ")"), e.error());
     } catch (...) {
       std::error_code ignored;
       files::remove_tree(tmp.string(), ignored);

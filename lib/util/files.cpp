@@ -127,6 +127,11 @@ void replace_synced(const std::string& path, std::string_view bytes) {
   try {
     write_synced(tmp, bytes);
     if (::rename(tmp.c_str(), path.c_str()) != 0) fail(path, "replace the file");
+  } catch (const IoError& e) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    if (std::string_view(e.what()).starts_with(path + ":")) throw;
+    throw IoError(path + ": cannot write (" + e.what() + ")", e.error());  // named as asked, tmp too
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);

@@ -133,6 +133,12 @@ expect 2 "model.torch: --out: already exists; give --force to replace it" \
   -- export "$tmp/run" --format torch --out "$tmp/export/model.torch"
 expect 0 "exported" -- export "$tmp/run" --format torch --out "$tmp/export/model.torch" --force
 expect 0 "kiln export CHECKPOINT --format FORMAT --out PATH" -- export --help
+# A place the file system refuses (as root too): --out named, then the temporary name
+# the export went through, exit 74.
+for f in npy safetensors; do
+  expect 74 "^kiln: error: /proc/kiln-export-$f: cannot write \(/proc/kiln-export-$f\.tmp-[0-9]+: cannot create" \
+    -- export "$tmp/run" --format $f --out "/proc/kiln-export-$f"
+done
 # Without --run-dir, a second run of the same name goes beside the first.
 expect 0 "run directory $tmp/runs/tiny\b" -- train configs/tiny.toml --set run.dir=$tmp/runs --set train.max_steps=2
 expect 0 "run directory $tmp/runs/tiny-2\b" -- train configs/tiny.toml --set run.dir=$tmp/runs --set train.max_steps=2
