@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "data/text.h"
+#include "interrupt.h"
 #include "nn/generate.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
@@ -74,20 +75,39 @@ int run_sample(const SampleCommand& cmd) {
     throw InputError(c10::str("--prompt: ", e.what(), " (the model knows only the ", vocab.size(),
                               " characters of its training text)"));
   }
+  // The text streams out token by token. SIGINT/SIGTERM/SIGHUP stop it after the token
+  // being chosen (a second one at once), and a reader that closes stdout (| head) after
+  // the token it refused; either way what was printed stands and the line is ended.
+  const InterruptGuard interrupt;  // SIGPIPE ignored: a closed stdout fails the write
+  bool closed = false;
+  int64_t made = 0;
+  std::cout << cmd.prompt << std::flush;
   const auto start = std::chrono::steady_clock::now();
-  const auto out = nn::generate(*model, ids, nn::GenerateOptions()
-                                                 .tokens(cmd.tokens)
-                                                 .temperature(cmd.temperature)
-                                                 .top_k(cmd.top_k)
-                                                 .seed(cmd.seed)
-                                                 .cache(cmd.cache));
+  nn::generate(*model, ids,
+               nn::GenerateOptions()
+                   .tokens(cmd.tokens)
+                   .temperature(cmd.temperature)
+                   .top_k(cmd.top_k)
+                   .seed(cmd.seed)
+                   .cache(cmd.cache)
+                   .on_token([&](int64_t id) {
+                     std::cout << vocab.token_text(id) << std::flush;
+                     closed = !std::cout;
+                     made += !closed;
+                     return !closed && interrupt.requested() == 0;
+                   }));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << cmd.prompt << vocab.decode(out) << "\n" << std::flush;
-  std::fprintf(stderr, "kiln: %lld tokens in %.2f s (%.0f tokens/s, %s, %s, step %lld of %s)\n",
-               static_cast<long long>(cmd.tokens), seconds, cmd.tokens / std::max(seconds, 1e-9),
+  if (!closed) std::cout << "\n" << std::flush;
+  const int signal = interrupt.requested();
+  std::string count = std::to_string(made), stopped;
+  if (made < cmd.tokens) count += c10::str(" of ", cmd.tokens);
+  if (signal) stopped = c10::str("; stopped by ", InterruptGuard::name(signal));
+  if (closed) stopped = "; stopped: standard output was closed";
+  std::fprintf(stderr, "kiln: %s tokens in %.2f s (%.0f tokens/s, %s, %s, step %lld of %s%s)\n",
+               count.c_str(), seconds, made / std::max(seconds, 1e-9),
                cmd.cache ? "key/value cache" : "no cache", device.str().c_str(),
-               static_cast<long long>(step), checkpoint.c_str());
-  return 0;
+               static_cast<long long>(step), checkpoint.c_str(), stopped.c_str());
+  return signal ? InterruptGuard::exit_code(signal) : 0;
 }
 
 namespace {

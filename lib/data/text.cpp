@@ -239,10 +239,21 @@ std::string Vocabulary::decode(const at::Tensor& ids) const {
   for (int64_t k = 0; k < c.numel(); ++k) {
     TORCH_CHECK(p[k] >= 0 && p[k] < size(), "Vocabulary::decode: id ", p[k], " at index ", k,
                 " is outside [0, ", size(), ")");
-    if (kind_ == Kind::kBytes) out += static_cast<char>(p[k]);
-    else append_utf8(out, chars_[p[k]]);
+    append_text(out, p[k]);
   }
   return out;
+}
+
+std::string Vocabulary::token_text(int64_t id) const {
+  TORCH_CHECK(id >= 0 && id < size(), "Vocabulary::token_text: id ", id, " is outside [0, ", size(), ")");
+  std::string out;
+  append_text(out, id);
+  return out;
+}
+
+void Vocabulary::append_text(std::string& out, int64_t id) const {
+  if (kind_ == Kind::kBytes) out += static_cast<char>(id);
+  else append_utf8(out, chars_[id]);
 }
 
 nlohmann::json Vocabulary::to_json() const {

@@ -52,6 +52,9 @@ class Vocabulary {
   /// need not be UTF-8 when a sequence was cut mid-character. An id outside
   /// [0, size()) is a caller's mistake (c10::Error).
   std::string decode(const at::Tensor& ids) const;
+  /// The text of one id (decode of several is these side by side; a byte vocabulary's
+  /// may be part of a UTF-8 sequence). Example: vocab.token_text(7) == "a"
+  std::string token_text(int64_t id) const;
 
   /// {"type": "bytes", "size": 256} or {"type": "characters", "size": N,
   /// "characters": "\n !..."}: the characters as one UTF-8 string, in id order.
@@ -68,6 +71,7 @@ class Vocabulary {
  private:
   Vocabulary(Kind kind, std::vector<char32_t> chars);
   int64_t id_of(char32_t c) const;  // −1 when absent
+  void append_text(std::string& out, int64_t id) const;  // id checked by the caller
 
   Kind kind_;
   std::vector<char32_t> chars_;     // sorted, distinct

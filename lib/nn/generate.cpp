@@ -58,6 +58,7 @@ at::Tensor generate(GptImpl& model, const at::Tensor& prompt, const GenerateOpti
       logits = model.decode(tokens_of(ids.size() - 1, ids.size()), cache)[0];
     }
     ids.push_back(pick(logits, o, gen));
+    if (o.on_token() && !o.on_token()(ids.back())) break;
   }
   if (was_training) model.train();
   return at::tensor(std::vector<int64_t>(ids.begin() + prompt.numel(), ids.end()), at::kLong);

@@ -4,6 +4,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 
+#include <functional>
+
 #include "nn/gpt.h"
 
 namespace kiln::nn {
@@ -20,10 +22,13 @@ struct GenerateOptions {
   /// Feed one token per step against the cached keys and values (true), or the
   /// whole context again (false, the reference the cache is checked against).
   TORCH_ARG(bool, cache) = true;
+  /// Called with each new token as it is chosen (kiln sample prints it then); false
+  /// stops the generation there, with the tokens so far.
+  TORCH_ARG(std::function<bool(int64_t)>, on_token);
 };
 
 /// Continues `prompt` (1-D int64 token ids, at least one) by options.tokens() tokens
-/// and returns them (1-D int64, on the CPU), in eval mode without autograd.
+/// (fewer when on_token stops it) and returns them (1-D int64, on the CPU), in eval mode without autograd.
 /// The context is the last tokens up to the model's block_size: when it is full, it
 /// slides to keep the newest block_size/2 tokens (the cache is then refilled from
 /// them), so the cached and uncached paths see the same contexts.

@@ -255,6 +255,26 @@ expect 0 "final test [0-9.]+ bits per character, accuracy [0-9.]+%" -- train con
   --set model.name=gpt --set model.blocks=1 --set model.embed=16 --set model.heads=2 --set train.epochs=1
 expect 0 "kiln: 20 tokens in .* key/value cache" -- sample "$tmp/gpt" --prompt "the " --tokens 20 --temperature 0
 expect 0 "no cache" -- sample "$tmp/gpt" --prompt "the " --tokens 20 --no-cache
+# The text streams: a reader that stops (| head) stops the generation, exit 0; SIGINT
+# stops it after the token being chosen, exit 130; either way the count on stderr is the
+# text printed (the corpus is ASCII: a byte a token), and after SIGINT the line is ended.
+checks=$((checks + 1))
+{ "$kiln" sample "$tmp/gpt" --prompt "the " --tokens 1000000 2> "$tmp/closed.err"; echo $? > "$tmp/closed.rc"; } \
+  | head -c 64 > "$tmp/closed.out"
+if [[ "$(cat "$tmp/closed.rc")" != 0 || "$(wc -c < "$tmp/closed.out")" != 64 ]] \
+   || ! grep -Eq "^kiln: [0-9]+ of 1000000 tokens in .*; stopped: standard output was closed\)$" "$tmp/closed.err"; then
+  failures=$((failures + 1))
+  echo "FAIL: kiln sample | head -c 64: exit $(cat "$tmp/closed.rc"), $(wc -c < "$tmp/closed.out") bytes, $(cat "$tmp/closed.err")"
+fi
+checks=$((checks + 1))
+"$kiln" sample "$tmp/gpt" --prompt "the " --tokens 1000000 > "$tmp/int.out" 2> "$tmp/int.err" & pid=$!
+for _ in $(seq 200); do (( $(wc -c < "$tmp/int.out") >= 200 )) && break; sleep 0.1; done
+kill -INT "$pid"; wait "$pid"; rc=$?
+made="$(sed -nE 's/^kiln: ([0-9]+) of 1000000 tokens in .*; stopped by SIGINT\)$/\1/p' "$tmp/int.err")"
+if [[ $rc != 130 || -z "$made" || "$(wc -c < "$tmp/int.out")" != $((4 + made + 1)) || "$(tail -c 1 "$tmp/int.out" | od -An -c | tr -d ' ')" != '\n' ]]; then
+  failures=$((failures + 1))
+  echo "FAIL: kiln sample stopped by SIGINT: exit $rc, $(wc -c < "$tmp/int.out") bytes, $(cat "$tmp/int.err")"
+fi
 expect 2 "\-\-prompt: .*U\+0051" -- sample "$tmp/gpt" --prompt "Q"
 expect 2 "\-\-temperature: expected a number >= 0" -- sample "$tmp/gpt" --temperature -1
 expect 2 "\-\-tokens: expected >= 1, found 0" -- sample "$tmp/gpt" --tokens 0

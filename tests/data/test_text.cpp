@@ -119,6 +119,12 @@ TEST_CASE("both vocabularies encode and decode back, and refuse what they cannot
   REQUIRE(ids[14].item<int64_t>() == 11);
   REQUIRE(chars.decode(ids) == text);
   REQUIRE(chars.decode(ids.to(at::kInt)) == text);
+  {  // one id at a time, as kiln sample streams them
+    std::string streamed;
+    for (int64_t k = 0; k < ids.numel(); ++k) streamed += chars.token_text(ids[k].item<int64_t>());
+    REQUIRE(streamed == text);
+    REQUIRE_THROWS_WITH(chars.token_text(chars.size()), Catch::Contains("is outside [0, "));
+  }
   REQUIRE_THROWS_WITH(
       chars.encode("held\nnow é"),
       Catch::Contains("text: byte 5 (line 2, column 1): character U+006E 'n' is not "
@@ -136,6 +142,9 @@ TEST_CASE("both vocabularies encode and decode back, and refuse what they cannot
   REQUIRE(b[7].item<int64_t>() == 0xC3);  // ö's first byte
   REQUIRE(bytes.decode(b) == text);
   REQUIRE(bytes.decode(b.narrow(0, 0, 8)) == "hello w\xC3");  // cut mid-character, as it is
+  std::string streamed;  // a byte at a time: the characters come together again
+  for (int64_t k = 0; k < b.numel(); ++k) streamed += bytes.token_text(b[k].item<int64_t>());
+  REQUIRE(streamed == text);
   REQUIRE_THROWS_AS(bytes.decode(torch::tensor({256}, at::kLong)), c10::Error);
 }
 

@@ -101,6 +101,22 @@ TEST_CASE("generate: the cache gives the same tokens at temperature 0, past bloc
   REQUIRE(gpt->is_training());  // generate puts the mode back
 }
 
+TEST_CASE("generate: on_token sees each token as it is chosen and can stop the generation", "[nn][gpt]") {
+  using kiln::nn::GenerateOptions;
+  auto gpt = small_gpt();
+  const auto prompt = torch::tensor({3, 1, 4}, torch::kLong);
+  const auto all = kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(25).seed(3));
+  std::vector<int64_t> seen;
+  const auto some = kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(25).seed(3).on_token([&](int64_t id) {
+    seen.push_back(id);
+    return seen.size() < 10;  // the tenth token is the last
+  }));
+  REQUIRE(seen.size() == 10);
+  REQUIRE(some.numel() == 10);
+  REQUIRE(at::equal(some, all.narrow(0, 0, 10)));  // the same tokens as the uncut run's first ten
+  REQUIRE(at::equal(some, at::tensor(seen, at::kLong)));
+}
+
 TEST_CASE("Gpt in CPU bf16 autocast: its plain attention is causal and within bf16 rounding of float32",
           "[nn][gpt]") {
   auto gpt = small_gpt();
