@@ -422,7 +422,11 @@ int run_train(const TrainCommand& cmd) {
     print_json_result(result, run_dir, why);
     return exit_code;
   }
-  if (result.resumed_from > 0)
+  if (result.resumed_from > 0 && result.finished && result.steps == result.resumed_from)
+    std::printf("resumed at step %lld, where the run had already finished its %lld epoch(s): nothing "
+                "to train (--set train.epochs=N trains on to N)\n",
+                static_cast<long long>(result.resumed_from), static_cast<long long>(config.train.epochs));
+  else if (result.resumed_from > 0)
     std::printf("resumed at step %lld\n", static_cast<long long>(result.resumed_from));
   if (result.superseded_checkpoints > 0)
     std::printf("set aside %lld later checkpoint(s) and their metrics lines in %s/%s/ and "

@@ -145,6 +145,8 @@ expect 0 "run directory $tmp/runs/tiny-2\b" -- train configs/tiny.toml --set run
 
 # Resume to two epochs continues from step 32.
 expect 0 "resumed at step 32" -- train --resume "$tmp/run" --set train.epochs=2
+expect 0 "resumed at step 64, where the run had already finished its 2 epoch\(s\): nothing to train" \
+  -- train --resume "$tmp/run"
 expect 2 "give --set overrides instead of a CONFIG file" -- train configs/tiny.toml --resume "$tmp/run"
 expect 2 "none: --resume: expected a checkpoint directory \(with manifest.json\), a run directory" -- train --resume "$tmp/none"
 
