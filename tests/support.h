@@ -39,8 +39,12 @@ Closeness all_close(const at::Tensor& actual, const at::Tensor& expected, double
 /// Whether `actual` (a floating dtype, any device) is within one unit in the last place
 /// of its own dtype of `reference` (float64) at every element: the spacing of the
 /// dtype's numbers at reference rounded to the dtype, away from zero. A correctly
-/// rounded result is within half of one. Reports the worst element in ulps.
-Closeness within_one_ulp(const at::Tensor& actual, const at::Tensor& reference);
+/// rounded result is within half of one. `slack` (float64, broadcast to reference's
+/// shape) adds an absolute allowance per element, for a value that cancels in a wider
+/// type before it is rounded (its error is then the wider type's, not the dtype's).
+/// Reports the worst element, its error in ulps and its allowance.
+Closeness within_one_ulp(const at::Tensor& actual, const at::Tensor& reference,
+                         const at::Tensor& slack = {});
 
 /// Central differences in double: d f(x).sum()·w / dx for a fixed random weight w,
 /// compared with autograd. Reports the worst element (index, analytic, numeric).

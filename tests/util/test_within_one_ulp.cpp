@@ -20,6 +20,11 @@ TEST_CASE("within_one_ulp accepts rounding and one unit, refuses two", "[support
     const auto c = kiln::test::within_one_ulp(up(one_up), exact);
     CHECK_FALSE(c.ok);
     CHECK_THAT(c.report, Catch::Contains("2 ulp of"));
+    // An absolute slack widens the allowance element by element.
+    REQUIRE(kiln::test::within_one_ulp(up(one_up), exact, at::tensor({1.5 * 0.01}, at::kDouble)).ok);
+    const auto tight = kiln::test::within_one_ulp(up(one_up), exact, at::tensor({0.0}, at::kDouble));
+    CHECK_FALSE(tight.ok);
+    CHECK_THAT(tight.report, Catch::Contains("(allowed 1 ulp + 0)"));
     // NaN where the reference is a number is the worst error.
     REQUIRE_FALSE(kiln::test::within_one_ulp(at::full({1}, NAN, dtype), exact).ok);
     // A shape mismatch fails with the shapes named.
