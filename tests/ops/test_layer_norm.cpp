@@ -5,6 +5,8 @@
 #include <ATen/ops/native_layer_norm.h>
 #include <torch/torch.h>
 
+#include <limits>
+
 #include "cpu_builds.h"
 #include "ops/layer_norm/layer_norm_kernel.h"
 #include "ops/ops.h"
@@ -45,7 +47,15 @@ TEST_CASE("layer_norm matches ATen's for every dtype, with and without weight an
             affine ? std::optional(b.to(at::kDouble)) : std::nullopt, 1e-5);
         REQUIRE(y.scalar_type() == dtype);
         REQUIRE(mean.sizes() == at::IntArrayRef({5, 13}));
-        KILN_REQUIRE_CLOSE(y, ry, tol.rtol, tol.atol);
+        // x − mean at |x| ≈ 100 is off by about an ulp of 100 in float (7.6e-6), times
+        // rstd: the float32 tolerance grows by two machine epsilons of the inputs'
+        // scale times the largest rstd (ATen's own float32 layer norm reached 1.8x the
+        // bare 1e-5 on such rows, kiln 1.2x, over 400 draws).
+        const double input_rounding = dtype == at::kFloat ? 2 * std::numeric_limits<float>::epsilon() *
+                                                                xd.abs().max().item<double>() *
+                                                                rrstd.max().item<double>()
+                                                          : 0.0;
+        KILN_REQUIRE_CLOSE(y, ry, tol.rtol, tol.atol + input_rounding);
         KILN_REQUIRE_CLOSE(mean, rmean.squeeze(-1), 1e-6, 1e-6);
         // rstd up to 1/√eps for constant rows: relative.
         KILN_REQUIRE_CLOSE(rstd, rrstd.squeeze(-1), dtype == at::kDouble ? 1e-10 : 1e-4, 0);
