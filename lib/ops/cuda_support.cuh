@@ -39,14 +39,20 @@ struct alignas(sizeof(T) * kVec) Pack {
 
 constexpr int kThreads = 256;
 
+/// The multiprocessors of the device current at the first call.
+inline int device_sms() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    C10_CUDA_CHECK(cudaGetDevice(&device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return sms;
+}
+
 /// Blocks for a grid-stride loop over `items`: enough to fill the device, no more.
 inline int grid_for(int64_t items) {
-  static int max_blocks = [] {
-    int device = 0, sms = 0;
-    C10_CUDA_CHECK(cudaGetDevice(&device));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms * 16;
-  }();
+  const int max_blocks = device_sms() * 16;
   const int64_t want = (items + kThreads - 1) / kThreads;
   return static_cast<int>(want < max_blocks ? (want > 0 ? want : 1) : max_blocks);
 }

@@ -65,12 +65,13 @@ inline DType kernel_dtype(at::ScalarType s) {
 inline DType kernel_dtype(const at::Tensor& t) { return kernel_dtype(t.scalar_type()); }
 
 /// An output with `t`'s shape and, when t is dense (contiguous, channels-last, any
-/// permutation), its strides; else contiguous. On huge pages when it is a large CPU tensor.
-/// Example: auto y = output_like(x);
-inline at::Tensor output_like(const at::Tensor& t) {
+/// permutation), its strides; else contiguous; of t's dtype or `dtype`. On huge pages
+/// when it is a large CPU tensor. Example: auto y = output_like(x);
+inline at::Tensor output_like(const at::Tensor& t, std::optional<at::ScalarType> dtype = std::nullopt) {
+  const auto options = t.options().dtype(dtype.value_or(t.scalar_type()));
   auto out = t.is_non_overlapping_and_dense()
-                 ? at::empty_strided(t.sizes(), t.strides(), t.options())
-                 : at::empty_like(t, at::MemoryFormat::Contiguous);
+                 ? at::empty_strided(t.sizes(), t.strides(), options)
+                 : at::empty_like(t, options, at::MemoryFormat::Contiguous);
   advise_huge_pages(out);
   return out;
 }

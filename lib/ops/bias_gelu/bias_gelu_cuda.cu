@@ -147,16 +147,6 @@ __global__ void __launch_bounds__(kColumns* kLanes)
   }
 }
 
-int device_sms() {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    C10_CUDA_CHECK(cudaGetDevice(&device));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
-  return sms;
-}
-
 template <typename T>
 bool packs_fit(int64_t n, std::initializer_list<const void*> pointers) {
   if (n % (16 / sizeof(T)) != 0) return false;

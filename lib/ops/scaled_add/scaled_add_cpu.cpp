@@ -45,8 +45,7 @@ std::tuple<at::Tensor, at::Tensor> scaled_add_backward_cpu(const at::Tensor& gra
   const auto gx_dtype = x_grad_dtype(op, grad, x_dtype);
   if (gx_dtype != grad.scalar_type()) {
     const auto g = dense(grad);
-    auto gx = at::empty_strided(g.sizes(), g.strides(), g.options().dtype(gx_dtype));
-    advise_huge_pages(gx);
+    auto gx = output_like(g, gx_dtype);
     const auto low = kernel_dtype(gx);
     const auto kernel = cpu::scaled_add_scale_to_impl();
     const auto* in = g.const_data_ptr<float>();

@@ -38,7 +38,7 @@ std::tuple<at::Tensor, at::Tensor> scaled_add_backward_cuda(const at::Tensor& gr
   if (gx_dtype != grad.scalar_type()) {  // float32 grad, a half type's gradient: one pass
     // (the scale and a cast after it were 0.97-0.98x ATen's mul and cast on the H200).
     const auto g = dense(grad);
-    auto gx = at::empty_strided(g.sizes(), g.strides(), g.options().dtype(gx_dtype));
+    auto gx = output_like(g, gx_dtype);
     if (g.numel() > 0)
       cuda::scaled_add_scale_to(kernel_dtype(gx), g.const_data_ptr<float>(), gx.data_ptr(), g.numel(),
                                 alpha, c10::cuda::getCurrentCUDAStream());
