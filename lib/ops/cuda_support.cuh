@@ -74,44 +74,73 @@ struct MapShape {
   static constexpr int64_t kTile = int64_t{kBlock} * kPacks;  // packs a block takes
 };
 
-/// The inputs of a map: kIn pointers of one type.
-template <typename In, int kIn>
-struct MapInputs {
-  const In* p[kIn];
+/// The inputs of a map: one pointer per input, each of its own type (a mixed-dtype
+/// map reads float32 beside a half type without a float32 copy of the half one).
+template <typename... In>
+struct MapInputs;
+template <>
+struct MapInputs<> {
+  bool aligned() const { return true; }
+  // op(args…, in[e]…) with every input's element e appended.
+  template <typename Op, typename... A>
+  __device__ __forceinline__ auto apply(const Op& op, int64_t, A... args) const {
+    return op(args...);
+  }
+};
+template <typename H, typename... T>
+struct MapInputs<H, T...> {
+  const H* head;
+  MapInputs<T...> tail;
+  bool aligned() const { return aligned16(head) && tail.aligned(); }
+  template <typename Op, typename... A>
+  __device__ __forceinline__ auto apply(const Op& op, int64_t e, A... args) const {
+    return tail.apply(op, e, args..., head[e]);
+  }
 };
 
-// op applied to element k of the u-th packs of every input.
-template <int kPacks, typename Op, typename P, size_t... I>
-__device__ __forceinline__ auto apply_at(const Op& op, const P (&v)[sizeof...(I)][kPacks], int u, int k,
-                                         std::index_sequence<I...>) {
-  return op(v[I][u].v[k]...);
-}
-
-// op applied to element e of every input.
-template <typename Op, typename In, int kIn, size_t... I>
-__device__ __forceinline__ auto apply_to(const Op& op, const MapInputs<In, kIn>& in, int64_t e,
-                                         std::index_sequence<I...>) {
-  return op(in.p[I][e]...);
-}
+/// A thread's loaded packs of every input of a map: kPacks packs of kVec elements each.
+template <int kVec, int kPacks, typename... In>
+struct MapPacks;
+template <int kVec, int kPacks>
+struct MapPacks<kVec, kPacks> {
+  __device__ __forceinline__ void load(const MapInputs<>&, int, int64_t) {}
+  // op(args…, element k of every input's u-th pack…).
+  template <typename Op, typename... A>
+  __device__ __forceinline__ auto apply(const Op& op, int, int, A... args) const {
+    return op(args...);
+  }
+};
+template <int kVec, int kPacks, typename H, typename... T>
+struct MapPacks<kVec, kPacks, H, T...> {
+  Pack<H, kVec> head[kPacks];
+  MapPacks<kVec, kPacks, T...> tail;
+  // Pack i of every input into slot u.
+  __device__ __forceinline__ void load(const MapInputs<H, T...>& in, int u, int64_t i) {
+    head[u] = reinterpret_cast<const Pack<H, kVec>*>(in.head)[i];
+    tail.load(in.tail, u, i);
+  }
+  template <typename Op, typename... A>
+  __device__ __forceinline__ auto apply(const Op& op, int u, int k, A... args) const {
+    return tail.apply(op, u, k, args..., head[u].v[k]);
+  }
+};
 
 // out[i] = op(in[0][i], …) over n elements: this block's tile of kBlock × kPacks packs
 // of kVec elements (those past n / kVec skipped), and block 0 the scalar tail. Every
 // pointer is 16-byte aligned when kVec > 1 (the launchers check). Launch
 // map_blocks(n, kVec, kBlock * kPacks) blocks of kBlock threads.
-template <int kVec, int kBlock, int kPacks, typename Out, typename In, int kIn, typename Op>
+template <int kVec, int kBlock, int kPacks, typename Out, typename Op, typename... In>
 __global__ void __launch_bounds__(kBlock)
-    map_kernel(Op op, int64_t n, Out* __restrict__ out, MapInputs<In, kIn> in) {
-  using PI = Pack<In, kVec>;
+    map_kernel(Op op, int64_t n, Out* __restrict__ out, MapInputs<In...> in) {
   using PO = Pack<Out, kVec>;
   const int64_t n_vec = n / kVec;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kBlock * kPacks + threadIdx.x;
-  PI v[kIn][kPacks];
+  MapPacks<kVec, kPacks, In...> v;
 #pragma unroll
   for (int u = 0; u < kPacks; ++u) {
     const int64_t i = first + static_cast<int64_t>(u) * kBlock;
     if (i >= n_vec) break;
-#pragma unroll
-    for (int j = 0; j < kIn; ++j) v[j][u] = reinterpret_cast<const PI*>(in.p[j])[i];
+    v.load(in, u, i);
   }
 #pragma unroll
   for (int u = 0; u < kPacks; ++u) {
@@ -119,13 +148,11 @@ __global__ void __launch_bounds__(kBlock)
     if (i >= n_vec) break;
     PO o;
 #pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      o.v[k] = apply_at<kPacks>(op, v, u, k, std::make_index_sequence<kIn>{});
+    for (int k = 0; k < kVec; ++k) o.v[k] = v.apply(op, u, k);
     reinterpret_cast<PO*>(out)[i] = o;
   }
   if (blockIdx.x == 0)
-    for (int64_t e = n_vec * kVec + threadIdx.x; e < n; e += kBlock)
-      out[e] = apply_to(op, in, e, std::make_index_sequence<kIn>{});
+    for (int64_t e = n_vec * kVec + threadIdx.x; e < n; e += kBlock) out[e] = in.apply(op, e);
 }
 
 // Blocks for a tiled kernel over n elements in packs of kVec, `tile` packs a block:
@@ -135,21 +162,27 @@ inline int64_t map_blocks(int64_t n, int kVec, int64_t tile) {
   return blocks > 0 ? blocks : 1;
 }
 
-/// Launches out = op(in[0], …) over n elements on `stream`: 16-byte packs of the wider
-/// of In and Out when every pointer is 16-byte aligned, else single elements, in
-/// MapShape's layout.
-template <typename Out, typename In, int kIn, typename Op>
-void launch_map(Op op, int64_t n, cudaStream_t stream, Out* out, MapInputs<In, kIn> in) {
-  bool aligned = aligned16(out);
-  for (const In* p : in.p) aligned = aligned && aligned16(p);
+/// The widest of the types' sizes.
+template <typename... T>
+constexpr size_t max_size() {
+  size_t m = 0;
+  ((m = sizeof(T) > m ? sizeof(T) : m), ...);
+  return m;
+}
+
+/// Launches out = op(in[0], …) over n elements on `stream`: 16-byte packs of the widest
+/// of the inputs' and the output's types when every pointer is 16-byte aligned, else
+/// single elements, in MapShape's layout.
+template <typename Out, typename Op, typename... In>
+void launch_map(Op op, int64_t n, cudaStream_t stream, Out* out, MapInputs<In...> in) {
   const auto launch = [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
     using S = MapShape<kVec>;
     map_kernel<kVec, S::kBlock, S::kPacks>
         <<<static_cast<unsigned>(map_blocks(n, kVec, S::kTile)), S::kBlock, 0, stream>>>(op, n, out, in);
   };
-  constexpr int kWide = 16 / (sizeof(In) > sizeof(Out) ? sizeof(In) : sizeof(Out));
-  if (aligned) {
+  constexpr int kWide = static_cast<int>(16 / max_size<Out, In...>());
+  if (aligned16(out) && in.aligned()) {
     launch(std::integral_constant<int, kWide>{});
   } else {
     launch(std::integral_constant<int, 1>{});
@@ -160,13 +193,13 @@ void launch_map(Op op, int64_t n, cudaStream_t stream, Out* out, MapInputs<In, k
 /// Launches out = op(a) on `stream` (a and out may differ in type).
 template <typename Out, typename In, typename Op>
 void launch_map1(Op op, const In* a, Out* out, int64_t n, cudaStream_t stream) {
-  launch_map(op, n, stream, out, MapInputs<In, 1>{{a}});
+  launch_map(op, n, stream, out, MapInputs<In>{a, {}});
 }
 
-/// Launches out = op(a, b) on `stream`.
-template <typename T, typename Op>
-void launch_map2(Op op, const T* a, const T* b, T* out, int64_t n, cudaStream_t stream) {
-  launch_map(op, n, stream, out, MapInputs<T, 2>{{a, b}});
+/// Launches out = op(a, b) on `stream` (a, b and out may differ in type).
+template <typename Out, typename A, typename B, typename Op>
+void launch_map2(Op op, const A* a, const B* b, Out* out, int64_t n, cudaStream_t stream) {
+  launch_map(op, n, stream, out, MapInputs<A, B>{a, {b, {}}});
 }
 
 }  // namespace kiln::ops::cuda

@@ -166,6 +166,25 @@ TEST_CASE("scaled_add on CUDA matches CPU for every dtype", "[ops][scaled_add][c
             return {kiln::ops::scaled_add(in[1], in[0], 2.0), gx};
           },
           {f, h}, tolerance_for(at::kBFloat16));
+      // The forward's one pass (cuda scaled_add_forward_mixed): each half type on
+      // either side, packed with a tail, unaligned, and a transposed float32 side; the
+      // same float32 fused multiply-add as kiln's float32 kernel on widened copies.
+      for (const auto low : {at::kBFloat16, at::kHalf}) {
+        const auto hb = at::randn({64, 1003}).to(low).cuda(), fb = at::randn({64, 1003}).cuda();
+        const auto ft = at::randn({1003, 64}).cuda().t();
+        const std::vector<std::pair<at::Tensor, at::Tensor>> pairs = {
+            {hb, fb}, {fb, hb}, {hb.narrow(1, 1, 1001), fb.narrow(1, 1, 1001)},
+            {hb.narrow(1, 1, 1001), fb.narrow(1, 2, 1001)}, {hb, ft}, {ft, hb}};
+        for (const auto& [x, y] : pairs) {
+          INFO(low << ": x " << x.scalar_type() << " strides " << x.strides() << ", y "
+                   << y.scalar_type() << " strides " << y.strides());
+          const auto z = kiln::ops::scaled_add(x, y, -0.37);
+          REQUIRE(z.scalar_type() == at::kFloat);
+          REQUIRE(z.is_cuda());
+          REQUIRE(at::equal(z, kiln::ops::scaled_add(x.to(at::kFloat), y.to(at::kFloat), -0.37)));
+          REQUIRE(at::allclose(z.cpu(), kiln::ops::scaled_add(x.cpu(), y.cpu(), -0.37), 1e-6, 1e-6));
+        }
+      }
       // The backward's one-pass gradient in each half type (cuda scaled_add_scale_to):
       // packed, with a tail, unaligned, and of a transposed (dense, not contiguous) grad,
       // each within one ulp of alpha·grad in float64, in the grad's strides.

@@ -1,6 +1,5 @@
 // CUDA kernels of kiln::scaled_add and kiln::scaled_add_backward as registered
 // Tensor functions; the kernels themselves are in scaled_add_cuda.cu on raw pointers.
-#include <ATen/ops/add.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -13,12 +12,19 @@ namespace kiln::ops {
 namespace {
 
 at::Tensor scaled_add_cuda(const at::Tensor& x, const at::Tensor& y, double alpha) {
-  if (is_mixed_pair(x, y)) {  // float32 with a half type
-    mixed_pair("kiln::scaled_add", x, y);  // the checks
-    // ATen's add takes the pair in one kernel, widening the half side as it reads it;
-    // a cast first and kiln's add after were two passes, 0.41-0.62x ATen's speed at
-    // 2^16-2^26 on the H200 (2026-12-04).
-    return at::add(y, x, alpha);
+  if (is_mixed_pair(x, y)) {  // float32 with a half type: one pass, the half side widened
+    // as it is read (a cast first and kiln's add after were two passes, 0.41-0.62x
+    // ATen's add at 2^16-2^26 on the H200; ATen's add itself, called from here, was
+    // 1.00x at 2^24-2^26 but 0.77-0.79x at 2^16-2^20, its TensorIterator set-up on top
+    // of kiln's checks, 2026-12-04).
+    auto m = mixed_pair("kiln::scaled_add", x, y);
+    const bool x_low = m.x.scalar_type() != at::kFloat;
+    const c10::cuda::CUDAGuard device_guard(x.device());
+    if (m.out.numel() > 0)
+      cuda::scaled_add_forward_mixed(kernel_dtype(x_low ? m.x : m.y), x_low, m.x.const_data_ptr(),
+                                     m.y.const_data_ptr(), m.out.data_ptr<float>(), m.out.numel(),
+                                     alpha, c10::cuda::getCurrentCUDAStream());
+    return m.out;
   }
   auto e = elementwise("kiln::scaled_add", "x", x, "y", y);
   const c10::cuda::CUDAGuard device_guard(x.device());

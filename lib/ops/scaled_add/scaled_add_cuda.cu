@@ -16,6 +16,16 @@ struct ScaledAdd {
   }
 };
 
+// alpha·x + y in float32, one of them float32 and the other a half type widened as it
+// is read: one fused multiply-add, as on float32 copies of both.
+struct ScaledAddMixed {
+  float alpha;
+  template <typename X, typename Y>
+  __device__ float operator()(X x, Y y) const {
+    return alpha * static_cast<float>(x) + static_cast<float>(y);
+  }
+};
+
 // alpha·grad in opmath.
 template <typename T>
 struct Scale {
@@ -38,6 +48,20 @@ void scaled_add_forward(DType dtype, const void* x, const void* y, void* out, in
     using T = decltype(t);
     launch_map2(ScaledAdd<T>{static_cast<opmath_t<T>>(alpha)}, static_cast<const T*>(x),
                 static_cast<const T*>(y), static_cast<T*>(out), n, stream);
+  });
+}
+
+void scaled_add_forward_mixed(DType low, bool x_low, const void* x, const void* y, float* out,
+                              int64_t n, double alpha, CUstream_st* stream) {
+  by_dtype(low, [&](auto t) {
+    using L = decltype(t);
+    if constexpr (sizeof(L) == 2) {
+      const ScaledAddMixed op{static_cast<float>(alpha)};
+      if (x_low)
+        launch_map2(op, static_cast<const L*>(x), static_cast<const float*>(y), out, n, stream);
+      else
+        launch_map2(op, static_cast<const float*>(x), static_cast<const L*>(y), out, n, stream);
+    }
   });
 }
 

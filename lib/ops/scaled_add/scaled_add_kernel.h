@@ -32,6 +32,10 @@ KILN_DECLARE_CPU_KERNEL(scaled_add_scale_to,
 namespace cuda {
 void scaled_add_forward(DType dtype, const void* x, const void* y, void* out, int64_t n,
                         double alpha, CUstream_st* stream);
+// As cpu::scaled_add_forward_mixed: alpha·x + y in float32, one input of the half type
+// `low` (x when x_low), widened as it is read.
+void scaled_add_forward_mixed(DType low, bool x_low, const void* x, const void* y, float* out,
+                              int64_t n, double alpha, CUstream_st* stream);
 void scaled_add_scale(DType dtype, const void* grad, void* out, int64_t n, double alpha,
                       CUstream_st* stream);
 // As cpu::scaled_add_scale_to: alpha·grad rounded once to the half type `low`.
