@@ -167,14 +167,16 @@ TEST_CASE("scaled_add on CUDA matches CPU for every dtype", "[ops][scaled_add][c
           },
           {f, h}, tolerance_for(at::kBFloat16));
       // The forward's one pass (cuda scaled_add_forward_mixed): each half type on
-      // either side, packed with a tail, unaligned, and a transposed float32 side; the
-      // same float32 fused multiply-add as kiln's float32 kernel on widened copies.
+      // either side, packed with a tail, rows copied dense, unaligned views (the scalar
+      // path), and a transposed float32 side; the same float32 fused multiply-add as
+      // kiln's float32 kernel on widened copies.
       for (const auto low : {at::kBFloat16, at::kHalf}) {
         const auto hb = at::randn({64, 1003}).to(low).cuda(), fb = at::randn({64, 1003}).cuda();
         const auto ft = at::randn({1003, 64}).cuda().t();
         const std::vector<std::pair<at::Tensor, at::Tensor>> pairs = {
             {hb, fb}, {fb, hb}, {hb.narrow(1, 1, 1001), fb.narrow(1, 1, 1001)},
-            {hb.narrow(1, 1, 1001), fb.narrow(1, 2, 1001)}, {hb, ft}, {ft, hb}};
+            {hb.view(-1).narrow(0, 1, 64001), fb.view(-1).narrow(0, 3, 64001)},
+            {fb.view(-1).narrow(0, 1, 64001), hb.view(-1).narrow(0, 1, 64001)}, {hb, ft}, {ft, hb}};
         for (const auto& [x, y] : pairs) {
           INFO(low << ": x " << x.scalar_type() << " strides " << x.strides() << ", y "
                    << y.scalar_type() << " strides " << y.strides());
