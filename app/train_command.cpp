@@ -3,6 +3,7 @@
 #include "train_command.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <utility>
 
 #include "config.h"
 #include "console.h"
@@ -129,7 +132,8 @@ train::RunSpec to_run_spec(const Config& c) {
 namespace {
 
 // A run's claim on its directory: created exclusively (O_EXCL), so of two runs
-// started together on one directory exactly one gets it.
+// started together on one directory exactly one gets it. The process training the run
+// also holds an flock(2) on it until it exits (RunLock).
 constexpr const char* kRunMarker = ".kiln-run";
 
 // Whether a run has trained in `dir` (what runs from before markers existed left).
@@ -137,9 +141,127 @@ bool has_trained(const fs::path& dir) {
   return fs::exists(dir / "checkpoints") || fs::exists(dir / "metrics.jsonl");
 }
 
-// Creates `dir` (and its parents) and claims it for this run; false when another
-// run holds it already (its marker, or a run from before markers existed).
-bool claim(const fs::path& dir) {
+// The training process's hold on its run directory: an exclusive flock(2) on
+// RUN/.kiln-run, kept while the process lives. The kernel lets go when the process
+// ends, kill -9 included, so a marker nobody holds is a stopped run (the pid written
+// in it could belong to another process by now). Two `--resume`s of one run would
+// otherwise write the same checkpoint names and metrics, and each one's retention
+// would delete the other's checkpoints.
+class RunLock {
+ public:
+  RunLock() = default;
+  RunLock(RunLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)), writable_(other.writable_) {}
+  RunLock& operator=(RunLock&& other) noexcept {
+    if (this != &other) {
+      release();
+      fd_ = std::exchange(other.fd_, -1);
+      writable_ = other.writable_;
+    }
+    return *this;
+  }
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+  ~RunLock() { release(); }
+
+  /// Locks the marker open on `fd` (this object owns fd from here on; `writable`: it
+  /// was opened for writing): false when another process holds it.
+  bool adopt(int fd, bool writable) {
+    release();
+    fd_ = fd;
+    writable_ = writable;
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
+    const int error = errno;
+    release();
+    if (error == EWOULDBLOCK) return false;
+    throw IoError(std::string(kRunMarker), "lock the run's marker", error);
+  }
+
+  /// "pid N" in the marker, rewritten in place (the lock stays on the same file);
+  /// false with errno set when the marker cannot be written.
+  bool write_pid() const {
+    if (!writable_) {
+      errno = EACCES;
+      return false;
+    }
+    const std::string pid = "pid " + std::to_string(::getpid()) + "\n";
+    return ::ftruncate(fd_, 0) == 0 &&
+           ::pwrite(fd_, pid.data(), pid.size(), 0) == static_cast<ssize_t>(pid.size()) && ::fsync(fd_) == 0;
+  }
+
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  void release() {
+    if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the lock
+    fd_ = -1;
+  }
+  int fd_ = -1;
+  bool writable_ = false;
+};
+
+// The pid a marker names, for a message ("pid N", or "pid unknown").
+std::string marker_pid(const fs::path& dir) {
+  std::ifstream marker(dir / kRunMarker);
+  std::string word;
+  long long pid = 0;
+  return marker >> word >> pid && word == "pid" && pid > 0 ? "pid " + std::to_string(pid) : "pid unknown";
+}
+
+// The lock of an existing run's directory for `--resume`, taken before its checkpoints
+// are read; refused while another process trains the run. A directory where the marker
+// can be neither opened nor created (read-only, from before markers) gives no lock:
+// nothing can train there, and the run's first write names the fault.
+RunLock lock_for_resume(const fs::path& dir) {
+  int fd = ::open((dir / kRunMarker).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const bool writable = fd >= 0;
+  if (!writable) fd = ::open((dir / kRunMarker).c_str(), O_RDONLY | O_CLOEXEC);
+  RunLock lock;
+  if (fd < 0) return lock;
+  if (!lock.adopt(fd, writable))
+    throw InputError(dir.string() + ": --resume: expected a stopped run, found one still running (" +
+                     marker_pid(dir) + ", holding " + (dir / kRunMarker).string() +
+                     "); wait for it to finish, or stop it first");
+  return lock;
+}
+
+// The console, and for a resumed run the marker rewritten to name this process once the
+// run has started (its checkpoint loaded): where the marker cannot be written it keeps
+// the pid it had, which only a refusal's message shows.
+class RunObserver : public ConsoleObserver {
+ public:
+  RunObserver(ConsoleMode mode, bool warnings, const RunLock* lock)
+      : ConsoleObserver(mode, warnings), lock_(lock) {}
+  void on_start(const std::string& summary) override {
+    if (lock_) lock_->write_pid();
+    ConsoleObserver::on_start(summary);
+  }
+
+ private:
+  const RunLock* lock_;
+};
+
+// The run directory a --resume argument names without reading its checkpoints: the
+// run of RUN/checkpoints/step_N (a checkpoint: manifest.json), or the directory itself
+// (config.toml);
+// std::nullopt for 'latest' and anything else (resolve_resume() says what is wrong).
+std::optional<fs::path> run_dir_named(const std::string& arg) {
+  if (arg == "latest") return std::nullopt;
+  fs::path p = fs::path(arg).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // "dir/"
+  if (fs::exists(p / "manifest.json")) {  // a checkpoint (which keeps a config.toml too)
+    const fs::path parent = fs::absolute(p).parent_path();
+    if (parent.filename() == "checkpoints" && fs::exists(parent.parent_path() / "config.toml"))
+      return parent.parent_path();
+    return std::nullopt;
+  }
+  if (fs::exists(p / "config.toml")) return p;
+  return std::nullopt;
+}
+
+// Creates `dir` (and its parents) and claims it for this run: its marker, created
+// exclusively and locked; std::nullopt when another run holds it already (its
+// marker, or a run from before markers existed).
+std::optional<RunLock> claim(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   // A path through a regular file, or one too long, is the user's to fix (exit 2); a
@@ -149,18 +271,16 @@ bool claim(const fs::path& dir) {
     throw InputError(dir.string() + ": cannot create the run directory: expected a path of "
                      "directories, found " + ec.message() + " (a file on the way, or a name too long)");
   if (ec) throw IoError(dir.string(), "create the run directory", ec.value());
-  if (has_trained(dir)) return false;
-  const int fd = ::open((dir / kRunMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (has_trained(dir)) return std::nullopt;
+  const int fd = ::open((dir / kRunMarker).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
-    if (errno == EEXIST) return false;
+    if (errno == EEXIST) return std::nullopt;
     throw IoError((dir / kRunMarker).string(), "create the run's marker", errno);
   }
-  const std::string pid = "pid " + std::to_string(::getpid()) + "\n";
-  const bool written = ::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
-  const int error = errno;
-  ::close(fd);
-  if (!written) throw IoError((dir / kRunMarker).string(), "write the run's marker", error);
-  return true;
+  RunLock lock;
+  if (!lock.adopt(fd, true)) return std::nullopt;  // a --resume of it got there first
+  if (!lock.write_pid()) throw IoError((dir / kRunMarker).string(), "write the run's marker", errno);
+  return lock;
 }
 
 // The overrides applied, validated, data paths made absolute, the device checked.
@@ -197,16 +317,6 @@ bool started_without_checkpoint(const fs::path& dir) {
          !train::latest_checkpoint(dir.string());
 }
 
-void refuse_if_running(const fs::path& dir) {
-  std::ifstream marker(dir / kRunMarker);
-  std::string word;
-  long long pid = 0;
-  if (marker >> word >> pid && word == "pid" && pid > 0 && pid != ::getpid() &&
-      (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM))
-    throw InputError(dir.string() + ": --resume: expected a stopped run, found one still running (pid " +
-                     std::to_string(pid) + ", " + (dir / kRunMarker).string() + ") that has not written its "
-                     "first checkpoint yet");
-}
 
 // A file system that refused the run (a full disk, a read-only or deleted directory)
 // stopped it: the message names the file and the reason, then what is kept and the
@@ -284,9 +394,14 @@ void print_json_result(const train::TrainResult& result, const fs::path& run_dir
 
 int run_train(const TrainCommand& cmd) {
   const auto mode = console_mode(cmd.quiet, cmd.log_format, isatty(fileno(stdout)));
+  // Data-parallel (torchrun sets WORLD_SIZE): rank 0 claims, locks and writes the run;
+  // the others only train, quiet.
+  const auto dist_env = dist::env_from_environment();
+  const bool follower = dist_env && dist_env->rank > 0;
   Config config;
   fs::path run_dir;
   train::ResumeTarget resume;
+  RunLock lock;  // the writer's hold on the run directory while this command runs
   bool restarting = false;  // --resume of a run killed before its first checkpoint
   if (!cmd.resume_dir.empty()) {
     if (!cmd.config_path.empty())
@@ -295,12 +410,20 @@ int run_train(const TrainCommand& cmd) {
     if (!cmd.run_dir.empty())
       throw ConfigError("--resume " + cmd.resume_dir + " continues that run in its own directory; "
                         "--run-dir " + cmd.run_dir + " cannot be given with it");
+    // The run is locked before its checkpoints are read: one still training is refused,
+    // and its retention cannot delete a checkpoint while this command lists them.
+    const bool locks = !cmd.print_config && !cmd.dry_run && !follower;
+    if (locks)
+      if (const auto dir = run_dir_named(cmd.resume_dir)) lock = lock_for_resume(*dir);
     if (started_without_checkpoint(cmd.resume_dir)) {
-      refuse_if_running(cmd.resume_dir);
       resume = {cmd.resume_dir, ""};  // from step 0, in its own directory, with its own config
       restarting = true;
     } else {
       resume = train::resolve_resume(cmd.resume_dir, Config{}.run.dir);
+      if (locks && !lock.held() && !resume.run_dir.empty() && fs::exists(fs::path(resume.run_dir) / "config.toml")) {
+        lock = lock_for_resume(resume.run_dir);  // 'latest': the run it found
+        if (cmd.resume_dir == "latest") resume = train::resolve_resume(resume.run_dir, Config{}.run.dir);
+      }
     }
     run_dir = resume.run_dir;
     if (!fs::exists(run_dir / "config.toml"))
@@ -337,10 +460,6 @@ int run_train(const TrainCommand& cmd) {
     return 0;
   }
 
-  // Data-parallel (torchrun sets WORLD_SIZE): rank 0 claims and writes the run; the
-  // others only train, quiet.
-  const auto dist_env = dist::env_from_environment();
-  const bool follower = dist_env && dist_env->rank > 0;
   const auto out = follower ? ConsoleMode::kQuiet : mode;
 
   // A new run claims its directory atomically (claim()); a resumed one has its own.
@@ -357,22 +476,30 @@ int run_train(const TrainCommand& cmd) {
       fs::create_directories(aside.parent_path());
       fs::rename(run_dir / "tb", aside);
     }
-    files::replace_synced((run_dir / kRunMarker).string(), "pid " + std::to_string(::getpid()) + "\n");
+    if (!lock.write_pid()) {  // no lock, or a marker it cannot write: a new marker, locked
+      files::replace_synced((run_dir / kRunMarker).string(), "pid " + std::to_string(::getpid()) + "\n");
+      lock = lock_for_resume(run_dir);
+    }
     if (out != ConsoleMode::kQuiet && out != ConsoleMode::kJson)
       std::printf("kiln train: %s holds a run stopped before its first checkpoint: starting it again from "
                   "step 0 with its config.toml\n", run_dir.c_str());
   } else if (cmd.resume_dir.empty() && !cmd.run_dir.empty()) {
     run_dir = cmd.run_dir;  // named explicitly: never reuse a directory that holds a run
     existed = fs::exists(run_dir);
-    if (!claim(run_dir))
+    auto claimed = claim(run_dir);
+    if (!claimed)
       throw ConfigError(run_dir.string() + ": already holds a run; continue it with --resume " +
                         run_dir.string() + ", or choose another --run-dir");
+    lock = std::move(*claimed);
   } else if (cmd.resume_dir.empty()) {
     // run.dir/run.name, or the first free run.name-2, run.name-3, … beside it.
     run_dir = candidate_run_dir(config, 1);
     for (int k = 2;; ++k) {
       existed = fs::exists(run_dir);
-      if (claim(run_dir)) break;
+      if (auto claimed = claim(run_dir)) {
+        lock = std::move(*claimed);
+        break;
+      }
       run_dir = candidate_run_dir(config, k);
     }
   }
@@ -386,7 +513,10 @@ int run_train(const TrainCommand& cmd) {
   spec.config_toml = resolved;
   spec.resume_checkpoint = resume.checkpoint_dir;
   spec.init_from = config.model.init_from;
-  ConsoleObserver console(out, /*warnings=*/!follower);  // rank 0's say it for all
+  // rank 0's console says the warnings for all; a resumed run's marker names this
+  // process once the checkpoint has loaded (a refused checkpoint leaves it as it was)
+  RunObserver console(out, /*warnings=*/!follower,
+                      !cmd.resume_dir.empty() && !restarting ? &lock : nullptr);
   train::TrainResult result;
   try {
     std::unique_ptr<dist::Group> group;

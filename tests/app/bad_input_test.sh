@@ -188,7 +188,8 @@ dist-world-size          | -  | WORLD_SIZE=two train $T --run-dir new       | en
 dist-rank                | -  | WORLD_SIZE=2 RANK=2 train $T --run-dir new  | environment: RANK: expected an integer in 0..1, found "2"
 dist-no-store            | -  | WORLD_SIZE=2 RANK=0 train $T --run-dir new  | environment: MASTER_ADDR: expected the address of rank 0's store (torchrun sets it), found none
 export-damaged           | ck_cut model.safetensors 300 | export run --format torch --out x.pt | model.safetensors: truncated: the header length says
-resume-running           | rm -r run/checkpoints; echo "pid $$" > run/.kiln-run | train --resume run | run: --resume: expected a stopped run, found one still running (pid
+resume-running           | rm -r run/checkpoints; echo "pid $$" > run/.kiln-run; exec 9<run/.kiln-run; flock -n 9 && { sleep 30 & } | train --resume run | run: --resume: expected a stopped run, found one still running (pid
+resume-training          | exec 9<run/.kiln-run; flock -n 9 && { sleep 30 & } | train --resume run --set train.epochs=3 | run: --resume: expected a stopped run, found one still running (pid
 EOF
 }
 

@@ -365,8 +365,35 @@ checks=$((checks + 1))
 [[ -d "$tmp/early/checkpoints" && -s "$tmp/early/metrics.superseded.jsonl" && -d "$tmp/early/superseded/tb" ]] \
   || { failures=$((failures + 1)); echo "FAIL: the restarted run lacks a checkpoint or its set-aside lines"; }
 rm -rf "$tmp/early/checkpoints"
+# A run is running while a process holds the lock on its marker (flock(2)); here this
+# shell holds it, on descriptor 9, as a training kiln does.
 echo "pid $$" > "$tmp/early/.kiln-run"
+exec 9<"$tmp/early/.kiln-run"
+flock -n 9
 expect 2 "early: --resume: expected a stopped run, found one still running \(pid $$" -- train --resume "$tmp/early"
+exec 9<&-
+# A marker nobody holds is a stopped run, whatever pid it names (a pid is reused).
+echo "pid $$" > "$tmp/early/.kiln-run"
+expect 0 "holds a run stopped before its first checkpoint: starting it again from step 0" -- train --resume "$tmp/early"
+
+# A run with checkpoints is refused too while it trains: by its directory, one of its
+# checkpoints, or 'latest'; and nothing of it changes. Once the holder lets go, it resumes.
+exec 9<"$tmp/early/.kiln-run"
+flock -n 9
+early_before="$(cd "$tmp/early" && find . -type f ! -name .kiln-run -exec md5sum {} + | sort)"
+early_ckpt="$(ls -d "$tmp/early/checkpoints"/step_* | head -n 1)"
+expect 2 "early: --resume: expected a stopped run, found one still running \(pid [0-9]+, holding .*early/.kiln-run\); wait for it to finish, or stop it first" \
+  -- train --resume "$tmp/early" --set train.epochs=2
+expect 2 "early: --resume: expected a stopped run, found one still running" -- train --resume "$early_ckpt" --set train.epochs=2
+mkdir -p "$tmp/latest/runs" && ln -s "$tmp/early" "$tmp/latest/runs/early"
+cd "$tmp/latest" || exit 1
+expect 2 "early: --resume: expected a stopped run, found one still running" -- train --resume latest --set train.epochs=2
+cd - > /dev/null || exit 1
+checks=$((checks + 1))
+[[ "$early_before" == "$(cd "$tmp/early" && find . -type f ! -name .kiln-run -exec md5sum {} + | sort)" ]] \
+  || { failures=$((failures + 1)); echo "FAIL: a refused --resume changed the running run's files"; }
+exec 9<&-
+expect 0 "resumed at step" -- train --resume "$tmp/early" --set train.epochs=2
 
 # A file's own bytes quoted in a message reach the terminal escaped: a non-UTF-8 byte
 # and a terminal escape sequence in a safetensors header.
