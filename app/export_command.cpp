@@ -51,6 +51,15 @@ std::string format_names() {
   return names;
 }
 
+// The format --out's extension names, where --format is not given: .safetensors, or
+// .pt/.pth (torch); "" for any other (npy writes a directory, which has none).
+std::string format_of_extension(const std::string& out) {
+  const auto ext = fs::path(out).extension().string();
+  if (ext == ".safetensors") return "safetensors";
+  if (ext == ".pt" || ext == ".pth") return "torch";
+  return "";
+}
+
 const Format& format_named(const std::string& name) {
   for (const auto& f : kFormats)
     if (name == f.name) return f;
@@ -189,12 +198,13 @@ int export_main(int argc, char** argv) {
   cxxopts::Options options("kiln export",
                            "Write a checkpoint's weights (every parameter and buffer by the "
                            "module's name) for NumPy or PyTorch.");
-  options.custom_help("CHECKPOINT --format FORMAT --out PATH [--force]");
+  options.custom_help("CHECKPOINT [--format FORMAT] --out PATH [--force]");
   options.positional_help("");
   options.add_options()
       ("checkpoint", "a checkpoint directory (RUN/checkpoints/step_N) or a run directory (its newest)",
        cxxopts::value<std::string>())
-      ("format", "safetensors, npy or torch (below)", cxxopts::value<std::string>())
+      ("format", "safetensors, npy or torch (below); without it, the one --out's extension "
+                 "names: .safetensors, .pt or .pth", cxxopts::value<std::string>())
       ("out", "the file (safetensors, torch) or directory (npy) to create", cxxopts::value<std::string>())
       ("force", "replace an existing --out that an earlier export of the same format wrote")
       ("h,help", "show this help");
@@ -210,12 +220,19 @@ int export_main(int argc, char** argv) {
     }
     if (!args.count("checkpoint"))
       throw InputError("CHECKPOINT: expected a checkpoint or run directory, found none (see kiln export --help)");
-    if (!args.count("format"))
-      throw InputError(c10::str("--format: expected one of ", format_names(),
-                                ", found none (see kiln export --help)"));
     cmd.checkpoint = args["checkpoint"].as<std::string>();
-    cmd.format = args["format"].as<std::string>();
     if (args.count("out")) cmd.out = args["out"].as<std::string>();
+    if (args.count("format")) {
+      cmd.format = args["format"].as<std::string>();
+    } else {
+      cmd.format = format_of_extension(cmd.out);
+      if (cmd.format.empty())
+        throw InputError(c10::str("--format: expected one of ", format_names(), ", found none",
+                                  cmd.out.empty() ? std::string()
+                                                  : c10::str(", and --out ", cmd.out, " names none by its extension "
+                                                             "(.safetensors, .pt or .pth)"),
+                                  " (see kiln export --help)"));
+    }
     cmd.force = args.count("force") > 0;
   } catch (const cxxopts::exceptions::exception& e) {
     throw InputError(c10::str(e.what(), " (see kiln export --help)"));

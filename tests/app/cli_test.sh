@@ -132,7 +132,17 @@ expect 2 "\-\-format: expected one of safetensors, npy, torch, found \"onnx\"" -
 expect 2 "model.torch: --out: already exists; give --force to replace it" \
   -- export "$tmp/run" --format torch --out "$tmp/export/model.torch"
 expect 0 "exported" -- export "$tmp/run" --format torch --out "$tmp/export/model.torch" --force
-expect 0 "kiln export CHECKPOINT --format FORMAT --out PATH" -- export --help
+expect 0 "kiln export CHECKPOINT \[--format FORMAT\] --out PATH" -- export --help
+# Without --format, --out's extension names it: the same bytes as the explicit export.
+expect 0 "exported [0-9]+ tensors of step 32 .* \(safetensors" -- export "$tmp/run" --out "$tmp/export/implied.safetensors"
+expect 0 "exported [0-9]+ tensors of step 32 .* \(torch" -- export "$tmp/run" --out "$tmp/export/implied.pth"
+checks=$((checks + 1))
+cmp -s "$tmp/export/implied.safetensors" "$tmp/export/model.safetensors" \
+  || { failures=$((failures + 1)); echo "FAIL: the export --out x.safetensors implies differs from --format safetensors"; }
+expect 2 "\-\-format: expected one of safetensors, npy, torch, found none, and \-\-out .*/implied names none by its extension \(\.safetensors, \.pt or \.pth\)" \
+  -- export "$tmp/run" --out "$tmp/export/implied"
+checks=$((checks + 1))
+[[ ! -e "$tmp/export/implied" ]] || { failures=$((failures + 1)); echo "FAIL: a refused export wrote its --out"; }
 # A place the file system refuses (as root too): --out named, then the temporary name
 # the export went through, exit 74.
 for f in npy safetensors; do
