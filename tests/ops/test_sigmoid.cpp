@@ -76,16 +76,38 @@ TEST_CASE("sigmoid forward matches at::sigmoid(beta·x) for every dtype", "[ops]
   }
 }
 
-TEST_CASE("sigmoid computes half types in float, rounding once", "[ops][sigmoid]") {
-  // Against the exact result rounded to the dtype only rare double roundings may
-  // differ; arithmetic in half (beta, beta·x, exp, … each rounded) differs often.
+namespace {
+
+// Half types on `device` computed in float and rounded once: against the exact result
+// rounded to the dtype only rare double roundings may differ (arithmetic in half —
+// beta, beta·x, exp, … each rounded — differs often), and every value is within one
+// ulp of the exact one, over the range where s is not yet 0 or 1 in the dtype.
+void require_half_sigmoid_rounds_once(const at::Device device) {
   for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    INFO("dtype " << dtype << " on " << device);
     const auto x = (at::randn({20000}) * 4).to(dtype);
     const auto exact = reference(x, 1.0 / 3).to(dtype);
-    const auto mismatches = (kiln::ops::sigmoid(x, 1.0 / 3) != exact).sum().item<int64_t>();
-    INFO("dtype " << dtype << ": " << mismatches << " of 20000 differ from the rounded exact value");
+    const auto mismatches = (kiln::ops::sigmoid(x.to(device), 1.0 / 3).cpu() != exact).sum().item<int64_t>();
+    INFO(mismatches << " of 20000 differ from the rounded exact value");
     REQUIRE(mismatches <= 100);
+    const auto grid = at::linspace(-30, 30, 200003, at::kDouble).to(dtype);
+    const auto c = kiln::test::within_one_ulp(kiln::ops::sigmoid(grid.to(device), 1.0).cpu(),
+                                              at::sigmoid(grid.to(at::kDouble)));
+    INFO(c.report);
+    REQUIRE(c.ok);
   }
+}
+
+}  // namespace
+
+TEST_CASE("sigmoid computes half types in float, rounding once", "[ops][sigmoid]") {
+  require_half_sigmoid_rounds_once(at::kCPU);
+}
+
+// On CUDA the half types take the special function unit's exp and reciprocal.
+TEST_CASE("sigmoid on CUDA computes half types in float, rounding once", "[ops][sigmoid][cuda]") {
+  if (!kiln::test::cuda_available_or_skip()) return;
+  require_half_sigmoid_rounds_once(at::kCUDA);
 }
 
 TEST_CASE("sigmoid is accurate in the far tails and propagates NaN", "[ops][sigmoid]") {
