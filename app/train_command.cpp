@@ -164,16 +164,16 @@ class RunLock {
   ~RunLock() { release(); }
 
   /// Locks the marker open on `fd` (this object owns fd from here on; `writable`: it
-  /// was opened for writing): false when another process holds it.
+  /// was opened for writing): false when another process holds it. A file system
+  /// without locks (ENOLCK, EINVAL, EOPNOTSUPP: some network mounts) cannot say, and
+  /// the run goes on unlocked, as it did before locks.
   bool adopt(int fd, bool writable) {
     release();
     fd_ = fd;
     writable_ = writable;
-    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
-    const int error = errno;
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) return true;
     release();
-    if (error == EWOULDBLOCK) return false;
-    throw IoError(std::string(kRunMarker), "lock the run's marker", error);
+    return false;
   }
 
   /// "pid N" in the marker, rewritten in place (the lock stays on the same file);
@@ -242,8 +242,8 @@ class RunObserver : public ConsoleObserver {
 
 // The run directory a --resume argument names without reading its checkpoints: the
 // run of RUN/checkpoints/step_N (a checkpoint: manifest.json), or the directory itself
-// (config.toml);
-// std::nullopt for 'latest' and anything else (resolve_resume() says what is wrong).
+// (config.toml); std::nullopt for 'latest' and anything else (resolve_resume() says
+// what is wrong).
 std::optional<fs::path> run_dir_named(const std::string& arg) {
   if (arg == "latest") return std::nullopt;
   fs::path p = fs::path(arg).lexically_normal();
@@ -316,7 +316,6 @@ bool started_without_checkpoint(const fs::path& dir) {
   return fs::is_directory(dir) && fs::exists(dir / "config.toml") && !fs::exists(dir / "manifest.json") &&
          !train::latest_checkpoint(dir.string());
 }
-
 
 // A file system that refused the run (a full disk, a read-only or deleted directory)
 // stopped it: the message names the file and the reason, then what is kept and the
