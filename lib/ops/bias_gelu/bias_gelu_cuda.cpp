@@ -31,7 +31,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_cuda(const at::Tensor& gra
   const c10::cuda::CUDAGuard device_guard(x.device());
   if (a.x.numel() == 0) return {dx, at::zeros_like(a.b)};
   auto db = at::empty_like(a.b);  // the kernels write every element
-  auto partial = at::empty({cuda::bias_gelu_backward_row_blocks(a.rows, a.n), a.n},
+  auto partial = at::empty({cuda::bias_gelu_backward_row_blocks(kernel_dtype(a.x), a.rows, a.n), a.n},
                            x.options().dtype(args.acc_type));
   cuda::bias_gelu_backward(kernel_dtype(a.x), g.const_data_ptr(), a.x.const_data_ptr(),
                            a.b.const_data_ptr(), dx.data_ptr(), partial.data_ptr(), db.data_ptr(),

@@ -9,9 +9,11 @@
 // block with four rows' loads in flight, writes dx and keeps its column sums in
 // registers; the block adds its 8 lanes in shared memory, in lane order, into one
 // row of partial sums, and a second kernel adds those rows, again in a fixed order
-// (deterministic: no atomics). Where each thread took one element of a column at a
-// time, with one load of each input in flight, the lease of 2026-12-04 (H200)
-// measured 0.70 of a device copy at 2^26 floats and 0.77-0.98x ATen at 2^16-2^24.
+// (deterministic: no atomics). The grid is one wave: as many blocks as the device
+// holds at once (bias_gelu_backward_row_blocks). Where each thread took one element of
+// a column at a time, with one load of each input in flight, the lease of 2026-12-04
+// (H200) measured 0.70 of a device copy at 2^26 floats and 0.77-0.98x ATen at
+// 2^16-2^24.
 #include "../cuda_support.cuh"
 #include "../gelu/gelu_cuda_math.cuh"
 #include "bias_gelu_kernel.h"
@@ -177,18 +179,55 @@ void bias_gelu_forward(DType dtype, const void* x, const void* b, void* y, int64
   });
 }
 
-int64_t bias_gelu_backward_row_blocks(int64_t rows, int64_t n) {
-  // Enough blocks to fill the device once (8 of 256 threads an SM), counting a block
-  // per 128 columns (32 packs of float), with at least one row per lane.
-  const int64_t column_blocks = (n + 127) / 128;
-  const int64_t want = std::max<int64_t>(1, 8 * device_sms() / column_blocks);
+namespace {
+
+// The backward kernel's blocks the device holds at once: its multiprocessors times the
+// blocks one of them runs together (the occupancy calculator: registers, shared
+// memory), for the packing a row of n elements of T allows.
+template <typename T>
+int64_t backward_resident_blocks(int64_t n) {
+  using M = opmath_t<T>;
+  constexpr int kPacked = 16 / sizeof(T);
+  static const int per_sm[2] = {
+      [] {
+        int blocks = 0;
+        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, backward_kernel<1, T, M>,
+                                                                     kColumns * kLanes, 0));
+        return blocks;
+      }(),
+      [] {
+        int blocks = 0;
+        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, backward_kernel<kPacked, T, M>, kColumns * kLanes, 0));
+        return blocks;
+      }()};
+  return static_cast<int64_t>(device_sms()) * std::max(1, per_sm[n % kPacked == 0 ? 1 : 0]);
+}
+
+}  // namespace
+
+int64_t bias_gelu_backward_row_blocks(DType dtype, int64_t rows, int64_t n) {
+  // One wave: as many blocks as the device holds at once, over the column blocks of a
+  // row (32 packs, or 32 elements where n does not divide into packs), each block then
+  // walking its share of the rows; at least one row per lane. The rows are all the
+  // work, so a second, partial wave would leave most of the device idle while it runs:
+  // the former count, 8 blocks an SM whatever the kernel's occupancy, made 1.6 waves
+  // of the float32 kernel at n = 1024 (5 blocks an SM fit then).
+  int64_t resident = 0, per_pack = 1;
+  by_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    resident = backward_resident_blocks<T>(n);
+    per_pack = n % (16 / sizeof(T)) == 0 ? 16 / sizeof(T) : 1;
+  });
+  const int64_t column_blocks = (n / per_pack + kColumns - 1) / kColumns;
+  const int64_t want = std::max<int64_t>(1, resident / column_blocks);
   const int64_t most = std::max<int64_t>(1, (rows + kLanes - 1) / kLanes);
   return std::min<int64_t>(std::min<int64_t>(want, most), 65535);
 }
 
 void bias_gelu_backward(DType dtype, const void* grad, const void* x, const void* b, void* dx,
                         void* partial, void* db, int64_t rows, int64_t n, CUstream_st* stream) {
-  const int64_t blocks_y = bias_gelu_backward_row_blocks(rows, n);
+  const int64_t blocks_y = bias_gelu_backward_row_blocks(dtype, rows, n);
   const int64_t rows_per_block = (rows + blocks_y - 1) / blocks_y;
   const dim3 block(kColumns, kLanes);
   by_dtype(dtype, [&](auto t) {

@@ -25,7 +25,7 @@ void bias_gelu_forward(DType dtype, const void* x, const void* b, void* y, int64
                        CUstream_st* stream);
 /// How many row blocks bias_gelu_backward splits the rows into: the caller
 /// allocates `partial` as (row_blocks, n) in the opmath type.
-int64_t bias_gelu_backward_row_blocks(int64_t rows, int64_t n);
+int64_t bias_gelu_backward_row_blocks(DType dtype, int64_t rows, int64_t n);
 // dx as on the CPU; partial[k, j] = the sums of row block k; db = Σ_k partial[k, j]
 // (deterministic: no atomics).
 void bias_gelu_backward(DType dtype, const void* grad, const void* x, const void* b, void* dx,
