@@ -3,8 +3,13 @@
 
 #include <ATen/ops/mse_loss.h>
 
+#include <c10/util/Exception.h>
+
+#include <string>
+
 #include "optim/factory.h"
 #include "ops/ops.h"
+#include "util/error.h"
 
 namespace kiln::train {
 
@@ -19,7 +24,26 @@ torch::nn::AnyModule build_model(const nn::ModelSpec& spec, const data::DataSche
   auto sized = spec;
   nn::fit_to_data(sized, schema.input_shape, data::model_input_size(schema), schema.outputs,
                   data::takes_tokens(schema));
-  return nn::make_model(sized);
+  // Sizes that outgrow the machine (model.hidden = [2000000000]: 6 TiB of weights, a
+  // zero too many) are the config's to fix: say so, naming it, instead of a bare
+  // allocator message with exit code 1.
+  const auto too_big = [&](const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    return InputError(c10::str("model: the ", spec.name, " this config describes does not fit in memory (",
+                               what.substr(0, what.find('\n')), ", while making its parameters): expected "
+                               "model sizes (model.*) whose parameters this machine can hold"));
+  };
+  try {
+    return nn::make_model(sized);
+  } catch (const c10::OutOfMemoryError& e) {  // kiln's block cache, a device allocator
+    throw too_big(e);
+  } catch (const c10::Error& e) {
+    // ATen's heap allocator (KILN_CPU_BLOCK_CACHE=off) refuses with a plain c10::Error.
+    if (std::string(e.what_without_backtrace()).find("DefaultCPUAllocator: can't allocate memory") ==
+        std::string::npos)
+      throw;
+    throw too_big(e);
+  }
 }
 
 std::unique_ptr<torch::optim::Optimizer> build_optimizer(const optim::OptimizerSpec& spec,

@@ -243,7 +243,16 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     const int64_t n = init_from(*module_, spec.init_from);
     log::info(c10::str("initialised ", n, " tensors from ", spec.init_from));
   }
-  module_->to(device_);
+  try {
+    module_->to(device_);
+  } catch (const c10::OutOfMemoryError& e) {  // the first of the run's device memory
+    int64_t bytes = 0;
+    for (const auto& p : module_->parameters()) bytes += static_cast<int64_t>(p.nbytes());
+    const std::string what = e.what_without_backtrace();
+    throw InputError(c10::str("model: its parameters (", bytes >> 20, " MiB) do not fit on ", device_, " (",
+                              what.substr(0, what.find('\n')), "): expected model sizes (model.*) that ",
+                              device_, " can hold with room for their gradients and optimizer state"));
+  }
   optimizer_ = build_optimizer(spec.optim, *module_);
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.

@@ -66,6 +66,8 @@ cli-unknown-command      | -  | trian                                        | u
 train-unknown-option     | -  | train $T --bogus                             | bogus;;does not exist;;kiln train --help
 train-option-no-value    | -  | train $T --run-dir                           | run-dir;;is missing an argument
 train-log-format         | -  | train $T --log-format xml                    | --log-format: expected text or json, found "xml"
+model-too-big            | -  | train $T --run-dir new --set 'model.hidden=[2000000000]' | model: the mlp this config describes does not fit in memory (;;while making its parameters): expected model sizes (model.*) whose parameters this machine can hold
+model-too-big-heap       | -  | KILN_CPU_BLOCK_CACHE=off train $T --run-dir new --set 'model.hidden=[2000000000]' | model: the mlp this config describes does not fit in memory (;;DefaultCPUAllocator
 train-profile-range      | -  | train $T --profile 5:3                       | profile.steps: expected "A:B";;found "5:3"
 train-resume-and-config  | -  | train $T --resume run                        | --resume run;;give --set overrides instead of a CONFIG file
 train-resume-and-run-dir | -  | train --resume run --run-dir x               | --run-dir x cannot be given with it
