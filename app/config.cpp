@@ -11,6 +11,7 @@
 #include "optim/factory.h"
 #include "optim/schedule.h"
 #include "train/amp.h"
+#include "train/device.h"
 #include "train/profiler.h"
 
 #include <algorithm>
@@ -552,7 +553,9 @@ void validate(const Config& c) {
   positive("train.log_every", c.train.log_every);
   non_negative("train.max_steps", c.train.max_steps);
   non_negative("train.seed", c.train.seed);
-  non_negative("train.threads", c.train.threads);
+  if (c.train.threads < 0 || c.train.threads > train::kMaxThreads)
+    fail("train.threads", "an integer in 0.." + std::to_string(train::kMaxThreads) + " (0 = one per core)",
+         std::to_string(c.train.threads));
   if (c.train.prefetch < -1) fail("train.prefetch", "-1 (auto) or a depth >= 0", std::to_string(c.train.prefetch));
   if (c.train.device != "cpu" && c.train.device != "cuda" && c.train.device.rfind("cuda:", 0) != 0)
     fail("train.device", "cpu, cuda or cuda:N", "\"" + c.train.device + "\"");

@@ -33,7 +33,9 @@ int run_sample(const SampleCommand& cmd) {
   if (!(cmd.temperature >= 0.0) || !std::isfinite(cmd.temperature))
     throw InputError(c10::str("--temperature: expected a number >= 0 (0 = greedy), found ", cmd.temperature));
   if (cmd.top_k < 0) throw InputError(c10::str("--top-k: expected >= 0 (0 = all), found ", cmd.top_k));
-  if (cmd.threads < 0) throw InputError(c10::str("--threads: expected >= 0, found ", cmd.threads));
+  if (cmd.threads < 0 || cmd.threads > train::kMaxThreads)
+    throw InputError(c10::str("--threads: expected an integer in 0..", train::kMaxThreads, " (0 = one per core), found ",
+                              cmd.threads));
   const std::string checkpoint = train::resolve_checkpoint(cmd.checkpoint);
   const int64_t step = train::verify_checkpoint(checkpoint);
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <string>
 
 namespace kiln::train {
@@ -15,5 +16,11 @@ namespace kiln::train {
 /// kiln::InputError naming train.device, what was expected and what was found.
 /// Example: const c10::Device d = kiln::train::resolve_device("cuda");  // cuda:0
 c10::Device resolve_device(const std::string& name);
+
+/// The most CPU threads a run or a command takes (train.threads, --threads). OpenMP
+/// pools of thousands fail to start (20,000 on a 2-core machine: "libgomp: Thread
+/// creation failed", exit 1; 100,000: a segmentation fault), and threads past the
+/// machine's own only wait their turn.
+constexpr int64_t kMaxThreads = 1024;
 
 }  // namespace kiln::train

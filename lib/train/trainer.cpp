@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "data/augment.h"
 #include "data/dataset.h"
@@ -183,6 +184,10 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     run_dir_id_ = files::file_id(spec.run_dir);
     log::open_file((fs::path(spec.run_dir) / "train.log").string());
   }
+  if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && opt_.threads() > cores)
+    log::warn(c10::str("train.threads = ", opt_.threads(), " is more than this machine's ", cores,
+                       " CPU threads: the extra ones only wait their turn, and every step slows (0 takes one per "
+                       "core)"));
   if (device_.is_cuda()) {
     if (spec.memory.fraction() > 0) set_cuda_memory_fraction(spec.memory.fraction(), device_.index());
     if (spec.memory.history()) record_cuda_memory_history(true);

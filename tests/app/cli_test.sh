@@ -405,6 +405,10 @@ checks=$((checks + 1))
 exec 9<&-
 expect 0 "resumed at step" -- train --resume "$tmp/early" --set train.epochs=2
 
+# More threads than the machine has: a warning (the run goes on); past 1024, refused.
+expect 0 "kiln: warning: train.threads = $(( $(getconf _NPROCESSORS_ONLN) + 1 )) is more than this machine's $(getconf _NPROCESSORS_ONLN) CPU threads" \
+  -- train configs/tiny.toml --run-dir "$tmp/threads" --set train.threads=$(( $(getconf _NPROCESSORS_ONLN) + 1 )) --set train.max_steps=2
+
 # A file's own bytes quoted in a message reach the terminal escaped: a non-UTF-8 byte
 # and a terminal escape sequence in a safetensors header.
 printf '\x0d\x00\x00\x00\x00\x00\x00\x00{"a\x80\x1b[31m":1}' > "$tmp/raw.safetensors"
