@@ -210,9 +210,10 @@ std::string marker_pid(const fs::path& dir) {
 // The lock of an existing run's directory for `--resume`, taken before its checkpoints
 // are read; refused while another process trains the run. A directory where the marker
 // can be neither opened nor created (read-only, from before markers) gives no lock:
-// nothing can train there, and the run's first write names the fault.
-RunLock lock_for_resume(const fs::path& dir) {
-  int fd = ::open((dir / kRunMarker).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+// nothing can train there, and the run's first write names the fault. `create`: the
+// marker may be created (not for --dry-run, which writes nothing).
+RunLock lock_for_resume(const fs::path& dir, bool create = true) {
+  int fd = create ? ::open((dir / kRunMarker).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
   const bool writable = fd >= 0;
   if (!writable) fd = ::open((dir / kRunMarker).c_str(), O_RDONLY | O_CLOEXEC);
   RunLock lock;
@@ -409,18 +410,20 @@ int run_train(const TrainCommand& cmd) {
     if (!cmd.run_dir.empty())
       throw ConfigError("--resume " + cmd.resume_dir + " continues that run in its own directory; "
                         "--run-dir " + cmd.run_dir + " cannot be given with it");
-    // The run is locked before its checkpoints are read: one still training is refused,
-    // and its retention cannot delete a checkpoint while this command lists them.
-    const bool locks = !cmd.print_config && !cmd.dry_run && !follower;
+    // The run is locked before its checkpoints are read: one still training is refused
+    // (--dry-run too, as the command itself would be), and its retention cannot delete a
+    // checkpoint while this command lists them.
+    const bool locks = !cmd.print_config && !follower;
+    const bool create = !cmd.dry_run;
     if (locks)
-      if (const auto dir = run_dir_named(cmd.resume_dir)) lock = lock_for_resume(*dir);
+      if (const auto dir = run_dir_named(cmd.resume_dir)) lock = lock_for_resume(*dir, create);
     if (started_without_checkpoint(cmd.resume_dir)) {
       resume = {cmd.resume_dir, ""};  // from step 0, in its own directory, with its own config
       restarting = true;
     } else {
       resume = train::resolve_resume(cmd.resume_dir, Config{}.run.dir);
       if (locks && !lock.held() && !resume.run_dir.empty() && fs::exists(fs::path(resume.run_dir) / "config.toml")) {
-        lock = lock_for_resume(resume.run_dir);  // 'latest': the run it found
+        lock = lock_for_resume(resume.run_dir, create);  // 'latest': the run it found
         if (cmd.resume_dir == "latest") resume = train::resolve_resume(resume.run_dir, Config{}.run.dir);
       }
     }

@@ -395,6 +395,7 @@ early_ckpt="$(ls -d "$tmp/early/checkpoints"/step_* | head -n 1)"
 expect 2 "early: --resume: expected a stopped run, found one still running \(pid [0-9]+, holding .*early/.kiln-run\); wait for it to finish, or stop it first" \
   -- train --resume "$tmp/early" --set train.epochs=2
 expect 2 "early: --resume: expected a stopped run, found one still running" -- train --resume "$early_ckpt" --set train.epochs=2
+expect 2 "early: --resume: expected a stopped run, found one still running" -- train --resume "$tmp/early" --dry-run
 mkdir -p "$tmp/latest/runs" && ln -s "$tmp/early" "$tmp/latest/runs/early"
 cd "$tmp/latest" || exit 1
 expect 2 "early: --resume: expected a stopped run, found one still running" -- train --resume latest --set train.epochs=2
