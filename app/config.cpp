@@ -123,7 +123,7 @@ void for_each_key(C& c, V&& v) {
   v("train", "log_every", c.train.log_every, "steps between training lines in metrics.jsonl");
   v("train", "max_steps", c.train.max_steps, "stop after this many steps; 0 = run all epochs");
   v("train", "seed", c.train.seed, "seed of initialisation, dropout and shuffling");
-  v("train", "threads", c.train.threads, "CPU threads; 0 = one per core");
+  v("train", "threads", c.train.threads, "CPU threads, at most 1024; 0 = one per core");
   v("train", "device", c.train.device, "cpu, cuda or cuda:N");
   v("train", "precision", c.train.precision,
     "fp32, bf16 (autocast) or fp16 (autocast with dynamic loss scaling; slow on the CPU)");
