@@ -454,7 +454,8 @@ void Run::check_finite() {
   throw TrainingDiverged(c10::str(
       "the training loss became ", shown(bad.loss), norm, " at step ", bad.step,
       now ? std::string() : c10::str(" (read at step ", pos_.step, ": the values stay on the device between reads)"),
-      "; first non-finite", now ? std::string() : c10::str(" at step ", pos_.step), ": ", first_non_finite(*module_),
+      "; ", now ? std::string() : c10::str("at step ", pos_.step, " "), "the model's first non-finite tensor is ",
+      first_non_finite(*module_),
       ". Lower optim.lr, set optim.clip_norm, or check the data; the last checkpoint is kept"));
 }
 

@@ -191,7 +191,7 @@ TEST_CASE("a non-finite loss between log steps stops the run at the next read, n
   spec.train.log_every(8);
   REQUIRE_THROWS_WITH(kiln::train::train(spec, quiet),
                       Catch::Contains("became nan at step 2 (read at step 8") &&
-                          Catch::Contains("first non-finite at step 8: the gradient of layers."));
+                          Catch::Contains("; at step 8 the model's first non-finite tensor is the gradient of layers."));
   REQUIRE(kiln::train::list_checkpoints(dir / "run").empty());  // nothing saved from bad weights
   REQUIRE(kiln::test::read_metrics(dir / "run").empty());
 }

@@ -172,7 +172,7 @@ TEST_CASE("a non-finite loss stops the run, names the first bad gradient, keeps 
   spec.optim.lr = 1e30;  // one AdamW step moves every weight by ~1e30: the next logits overflow
   spec.checkpoint.every(1);
   REQUIRE_THROWS_WITH(kiln::train::train(spec, quiet),
-                      Catch::Contains("at step 2; first non-finite: the gradient of layers."));
+                      Catch::Contains("at step 2; the model's first non-finite tensor is the gradient of layers."));
   const auto saved = kiln::train::list_checkpoints(dir / "run");
   REQUIRE(saved.size() == 1);
   REQUIRE(saved[0].step == 1);
