@@ -69,9 +69,12 @@ optim::ScheduleOptions schedule_options(const ScheduleSpec& s, int64_t total_ste
   return o;
 }
 
-// A checkpoint's position counts each process's share of an epoch: it resumes only
-// with as many processes as wrote it (its dist.json; none: one process).
-void check_process_count(const std::string& checkpoint, int64_t world) {
+// A checkpoint's position counts each process's share of an epoch in steps of its
+// batch: it resumes only with as many processes as wrote it (its dist.json; none: one
+// process), each taking as many examples a step. Another batch size would read the
+// position as another point of the epoch (examples skipped or seen twice) and stretch
+// or shrink the learning-rate schedule, which counts the same steps.
+void check_process_count(const std::string& checkpoint, int64_t world, int64_t batch) {
   int64_t saved = 1;
   if (const auto text = read_checkpoint_file(checkpoint, kDistFile)) {
     const auto j = nlohmann::json::parse(*text, nullptr, false);
@@ -80,6 +83,16 @@ void check_process_count(const std::string& checkpoint, int64_t world) {
                 : -1;
     if (saved < 1)
       throw InputError(c10::str(checkpoint, "/", kDistFile, ": expected {\"processes\": N, …}, found ", *text));
+    if (saved == world && j.contains("batch_per_process") && j["batch_per_process"].is_number_integer() &&
+        j["batch_per_process"].get<int64_t>() != batch) {
+      const int64_t was = j["batch_per_process"].get<int64_t>();
+      throw InputError(c10::str(
+          "--resume ", checkpoint, ": train.batch_size: expected ", was,
+          " examples a step", world > 1 ? " per process" : "", " (the checkpoint's run took ", was,
+          ", and its place in the epoch and its learning-rate schedule count such steps), found ", batch,
+          "; to use less memory a step, raise train.accumulate instead (micro-batches of one step), or start a "
+          "new run from these weights with model.init_from=", checkpoint));
+    }
   }
   if (saved != world)
     throw InputError(c10::str(
@@ -301,7 +314,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   const int64_t world = group_ ? group_->size() : 1;
   checkpointer_->add_file(kDistFile, nlohmann::json{{"processes", world}, {"batch_per_process", batch_}}.dump() + "\n");
   if (!spec.resume_checkpoint.empty()) {
-    check_process_count(spec.resume_checkpoint, world);
+    check_process_count(spec.resume_checkpoint, world, batch_);
     pos_ = checkpointer_->load(spec.resume_checkpoint);
     result_.resumed_from = pos_.step;
     log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step));
