@@ -71,28 +71,21 @@ optim::ScheduleOptions schedule_options(const ScheduleSpec& s, int64_t total_ste
 
 // A checkpoint's position counts each process's share of an epoch in steps of its
 // batch: it resumes only with as many processes as wrote it (its dist.json; none: one
-// process), each taking as many examples a step. Another batch size would read the
-// position as another point of the epoch (examples skipped or seen twice) and stretch
-// or shrink the learning-rate schedule, which counts the same steps.
-void check_process_count(const std::string& checkpoint, int64_t world, int64_t batch) {
+// process), each taking as many examples a step from as many an epoch. Another batch
+// size or another training split would read the position as another point of the
+// epoch (examples skipped or seen twice, or past its end) and stretch or shrink the
+// learning-rate schedule, which counts the same steps.
+void check_resume_shape(const std::string& checkpoint, int64_t world, int64_t batch, int64_t examples) {
   int64_t saved = 1;
-  if (const auto text = read_checkpoint_file(checkpoint, kDistFile)) {
-    const auto j = nlohmann::json::parse(*text, nullptr, false);
+  const auto text = read_checkpoint_file(checkpoint, kDistFile);
+  nlohmann::json j;
+  if (text) {
+    j = nlohmann::json::parse(*text, nullptr, false);
     saved = j.is_object() && j.contains("processes") && j["processes"].is_number_integer()
                 ? j["processes"].get<int64_t>()
                 : -1;
     if (saved < 1)
       throw InputError(c10::str(checkpoint, "/", kDistFile, ": expected {\"processes\": N, …}, found ", *text));
-    if (saved == world && j.contains("batch_per_process") && j["batch_per_process"].is_number_integer() &&
-        j["batch_per_process"].get<int64_t>() != batch) {
-      const int64_t was = j["batch_per_process"].get<int64_t>();
-      throw InputError(c10::str(
-          "--resume ", checkpoint, ": train.batch_size: expected ", was,
-          " examples a step", world > 1 ? " per process" : "", " (the checkpoint's run took ", was,
-          ", and its place in the epoch and its learning-rate schedule count such steps), found ", batch,
-          "; to use less memory a step, raise train.accumulate instead (micro-batches of one step), or start a "
-          "new run from these weights with model.init_from=", checkpoint));
-    }
   }
   if (saved != world)
     throw InputError(c10::str(
@@ -100,6 +93,23 @@ void check_process_count(const std::string& checkpoint, int64_t world, int64_t b
         " (the checkpoint's run trained in ", saved, ", each with its share of every epoch), found ", world,
         ": resume it with ",
         saved == 1 ? std::string("kiln train alone") : c10::str("torchrun --nproc-per-node=", saved)));
+  const auto recorded = [&](const char* key) -> std::optional<int64_t> {
+    if (!text || !j.contains(key) || !j[key].is_number_integer()) return std::nullopt;  // older checkpoints
+    return j[key].get<int64_t>();
+  };
+  const std::string per = world > 1 ? " per process" : "";
+  if (const auto was = recorded("batch_per_process"); was && *was != batch)
+    throw InputError(c10::str(
+        "--resume ", checkpoint, ": train.batch_size: expected ", *was, " examples a step", per,
+        " (the checkpoint's run took ", *was, ", and its place in the epoch and its learning-rate schedule "
+        "count such steps), found ", batch, "; to use less memory a step, raise train.accumulate instead "
+        "(micro-batches of one step), or start a new run from these weights with model.init_from=", checkpoint));
+  if (const auto was = recorded("examples_per_process"); was && *was != examples)
+    throw InputError(c10::str(
+        "--resume ", checkpoint, ": the training split: expected ", *was, " examples an epoch", per,
+        " (the checkpoint's run had ", *was, ", and its place in the epoch and its learning-rate schedule "
+        "count their batches), found ", examples, "; resume with the run's data (its data.* keys, e.g. "
+        "data.train_limit), or start a new run from these weights with model.init_from=", checkpoint));
 }
 
 class Run {
@@ -312,10 +322,19 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   // How many processes wrote a checkpoint, and so how its position (the batch within
   // the epoch, each process's share) is to be read: a resume must use as many.
   const int64_t world = group_ ? group_->size() : 1;
-  checkpointer_->add_file(kDistFile, nlohmann::json{{"processes", world}, {"batch_per_process", batch_}}.dump() + "\n");
+  checkpointer_->add_file(kDistFile, nlohmann::json{{"processes", world},
+                                                    {"batch_per_process", batch_},
+                                                    {"examples_per_process", loader_->examples()}}
+                                            .dump() + "\n");
   if (!spec.resume_checkpoint.empty()) {
-    check_process_count(spec.resume_checkpoint, world, batch_);
+    check_resume_shape(spec.resume_checkpoint, world, batch_, loader_->examples());
     pos_ = checkpointer_->load(spec.resume_checkpoint);
+    if (pos_.batch > batches_)  // a checkpoint from before dist.json counted examples
+      throw InputError(c10::str("--resume ", spec.resume_checkpoint, ": its place in the epoch, batch ", pos_.batch,
+                                ", lies past this epoch's ", batches_, batches_ == 1 ? " batch" : " batches",
+                                ": the training split is smaller than "
+                                "the checkpoint's run had; resume with the run's data (its data.* keys), or start a "
+                                "new run from these weights with model.init_from=", spec.resume_checkpoint));
     result_.resumed_from = pos_.step;
     log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step));
   }

@@ -106,8 +106,9 @@ using data::DataOptions;
 /// every checkpoint; model.safetensors carries it too, as metadata "kiln.data".
 inline constexpr const char* kDataFile = "data.json";
 
-/// In every checkpoint: how many processes trained the run ({"processes": N,
-/// "batch_per_process": B}); a resume must use as many (docs/distributed.md).
+/// In every checkpoint: how many processes trained the run, each taking how many
+/// examples a step from how many an epoch ({"processes": N, "batch_per_process": B,
+/// "examples_per_process": E}); a resume must match them (docs/distributed.md).
 inline constexpr const char* kDistFile = "dist.json";
 
 /// The data schema a checkpoint carries (its data.json, checked against the manifest),
