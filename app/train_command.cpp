@@ -379,8 +379,14 @@ void print_json_result(const train::TrainResult& result, const fs::path& run_dir
   if (result.evaluated) {
     fields["test_loss"] = result.test_loss;
     for (const auto& [name, value] : result.metrics) fields["metrics"][name] = value;
-    for (const auto& [name, acc] : result.per_class_accuracy)
-      fields["per_class_accuracy"][name] = std::isnan(acc) ? nlohmann::ordered_json() : nlohmann::ordered_json(acc);
+    if (!result.per_class_accuracy.empty()) {  // distinct names, appended (operator[] searches: quadratic)
+      nlohmann::ordered_json per = nlohmann::ordered_json::object();
+      auto& entries = static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(
+          per.get_ref<nlohmann::ordered_json::object_t&>());
+      for (const auto& [name, acc] : result.per_class_accuracy)
+        entries.emplace_back(name, std::isnan(acc) ? nlohmann::ordered_json() : nlohmann::ordered_json(acc));
+      fields["per_class_accuracy"] = std::move(per);
+    }
     for (const auto& d : result.per_depth) {
       auto& entry = fields["per_depth"][std::to_string(d.depth)];
       entry["loss"] = d.loss;

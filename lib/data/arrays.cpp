@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -11,6 +12,7 @@
 #include "data/npy.h"
 #include "data/npz.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace kiln::data {
 namespace fs = std::filesystem;
@@ -106,6 +108,17 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
                                   train.y.sizes()));
       s.outputs = train.y.max().item<int64_t>() + 1;
       for (int64_t c = 0; c < s.outputs; ++c) s.classes.push_back(std::to_string(c));
+      // Ids that are labels rather than indices (0 and 1000000 for two classes) give
+      // the model an output for every id between: say so (a negative id is refused below).
+      const auto ids = train.y.to(at::kLong);
+      if (ids.numel() > 0 && ids.min().item<int64_t>() >= 0) {
+        const int64_t present = at::bincount(ids, {}, s.outputs).gt(0).sum().item<int64_t>();
+        if (s.outputs - present > std::max<int64_t>(s.outputs / 2, 10))
+          log::warn(c10::str(train.y_path, ": class ids run 0..", s.outputs - 1, " but only ", present,
+                             " of them appear in the training split: the model gets ", s.outputs,
+                             " outputs, one per id; if the ids are labels rather than indices, map them to "
+                             "0..K-1 first (NumPy: np.unique(y, return_inverse=True))"));
+      }
     } else {
       const auto y = train.y.to(at::kDouble).reshape({train.y.size(0), -1});
       s.outputs = y.size(1);

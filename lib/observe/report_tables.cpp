@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 namespace kiln::observe {
 namespace {
@@ -44,11 +45,17 @@ std::string run_cell(const std::vector<std::string>& labels, size_t i) {
 // Keys in the order of first appearance over `lines`.
 std::vector<std::string> union_keys(const std::vector<const nlohmann::json*>& objects) {
   std::vector<std::string> keys;
+  std::unordered_set<std::string> seen;  // a million classes: no search of `keys` per key
   for (const auto* o : objects)
     for (const auto& [k, v] : o->items())
-      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+      if (seen.insert(k).second) keys.push_back(k);
   return keys;
 }
+
+// The per-class table's most rows: a browser renders a table of a million rows (a
+// run whose class ids were labels, not indices) slowly or not at all; metrics.jsonl
+// keeps every class.
+constexpr size_t kMaxClassRows = 1000;
 
 }  // namespace
 
@@ -127,12 +134,30 @@ std::string per_class_tables(const std::vector<RunLog>& runs, const std::vector<
     t << "<h2>Test accuracy by class</h2>\n<table class=\"per-class\">\n<tr><th class=\"text\">class</th>";
     for (const size_t i : with) t << "<th class=\"text\">" << swatch(i) << xml_escape(labels[i]) << "</th>";
     t << "</tr>\n";
-    for (const auto& c : union_keys(objects)) {
+    auto classes = union_keys(objects);
+    // Class ids as numbers ("10" after "9"), as the run numbered them; names as they sort.
+    if (std::all_of(classes.begin(), classes.end(), [](const std::string& c) {
+          return !c.empty() && std::all_of(c.begin(), c.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+        }))
+      std::stable_sort(classes.begin(), classes.end(), [](const std::string& a, const std::string& b) {
+        return a.size() != b.size() ? a.size() < b.size() : a < b;
+      });
+    for (size_t r = 0; r < classes.size() && r < kMaxClassRows; ++r) {
+      const auto& c = classes[r];
       t << "<tr><td class=\"text\">" << xml_escape(c) << "</td>";
-      for (const auto* o : objects) t << "<td>" << (o->contains(c) ? cell(nlohmann::json{{"accuracy", o->at(c)}}, "accuracy") : "") << "</td>";
+      for (const auto* o : objects) {
+        // null: the test split has no example of the class (the console's "-").
+        const std::string v = !o->contains(c)         ? ""
+                              : o->at(c).is_null()    ? "–"
+                                                      : cell(nlohmann::json{{"accuracy", o->at(c)}}, "accuracy");
+        t << "<td>" << v << "</td>";
+      }
       t << "</tr>\n";
     }
     t << "</table>\n";
+    if (classes.size() > kMaxClassRows)
+      t << "<p>The first " << kMaxClassRows << " of " << classes.size()
+        << " classes; every class is in the runs' metrics.jsonl (the last test line's per_class_accuracy).</p>\n";
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& l = runs[i].last_test;

@@ -551,13 +551,19 @@ void Run::evaluate_now() {
   // The run's last evaluation also breaks accuracy down by class.
   result_.per_class_accuracy.clear();
   if (!ev.per_class_accuracy.empty() && pos_.epoch + 1 == opt_.epochs() && pos_.batch == batches_) {
-    nlohmann::ordered_json per;
+    // The class names are distinct: appended to the ordered object's vector, not
+    // inserted by operator[], whose search for the key made this quadratic (a million
+    // class ids took minutes).
+    nlohmann::ordered_json per = nlohmann::ordered_json::object();
+    auto& entries = static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(
+        per.get_ref<nlohmann::ordered_json::object_t&>());
+    entries.reserve(ev.per_class_accuracy.size());
     for (size_t c = 0; c < ev.per_class_accuracy.size(); ++c) {
       const double a = ev.per_class_accuracy[c];
-      per[data_.schema.classes[c]] = std::isnan(a) ? nlohmann::ordered_json() : nlohmann::ordered_json(a);
+      entries.emplace_back(data_.schema.classes[c], std::isnan(a) ? nlohmann::ordered_json() : nlohmann::ordered_json(a));
       result_.per_class_accuracy.emplace_back(data_.schema.classes[c], a);
     }
-    line["per_class_accuracy"] = per;
+    line["per_class_accuracy"] = std::move(per);
   }
   // The last evaluation also measures a model of run-time depth at each depth (nn::DepthSampled).
   if (pos_.epoch + 1 == opt_.epochs() && pos_.batch == batches_) {

@@ -10,6 +10,7 @@
 #include "data/npy.h"
 #include "support.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace {
 
@@ -240,6 +241,30 @@ TEST_CASE("NumPy arrays: integer targets are classes, float targets regression, 
                                  .test(dir / "x.npy").test_targets(dir / "y.npy")
                                  .standardize(false));
   REQUIRE(at::equal(raw.train.x, x));
+}
+
+TEST_CASE("NumPy arrays: class ids that are labels, not indices, warn that every id gets an output",
+          "[data][dataset][npy]") {
+  kiln::test::TempDir dir;
+  kiln::data::write_npy(dir / "x.npy", at::randn({40, 3}));
+  std::vector<std::string> warnings;
+  kiln::log::set_warning_listener([&](kiln::log::Level, std::string_view m) { warnings.emplace_back(m); });
+  // Two classes named 0 and 1000: 1001 outputs, 999 of them for ids no example has.
+  kiln::data::write_npy(dir / "sparse.npy", at::randint(0, 2, {40}, at::kLong) * 1000);
+  const auto d = load_data(DataOptions().train(dir / "x.npy").train_targets(dir / "sparse.npy"));
+  // Dense ids (0..3, all present) and a few absent of ten (0..9 with 0..5 present) do not warn.
+  kiln::data::write_npy(dir / "dense.npy", at::arange(40, at::kLong) % 4);
+  load_data(DataOptions().train(dir / "x.npy").train_targets(dir / "dense.npy"));
+  auto few = at::arange(40, at::kLong) % 6;
+  few[0] = 9;
+  kiln::data::write_npy(dir / "few.npy", few);
+  load_data(DataOptions().train(dir / "x.npy").train_targets(dir / "few.npy").test_fraction(0.0001));
+  kiln::log::set_warning_listener({});
+  REQUIRE(d.schema.outputs == 1001);
+  REQUIRE(warnings.size() == 1);
+  REQUIRE_THAT(warnings[0], Catch::Contains("sparse.npy: class ids run 0..1000 but only 2 of them appear in the "
+                                            "training split: the model gets 1001 outputs") &&
+                                Catch::Contains("np.unique(y, return_inverse=True)"));
 }
 
 TEST_CASE("NumPy arrays: mismatched counts, class ids outside the classes and missing targets are refused",

@@ -353,3 +353,29 @@ TEST_CASE("an fp16 run's loss scale gets its own chart, one point per train line
   }
   REQUIRE(found);
 }
+
+TEST_CASE("the per-class table shows the first 1000 classes of a run with more, and says so", "[observe][report]") {
+  // A run whose class ids were labels (0 and 1000000) has an output, and an accuracy,
+  // for every id between; metrics.jsonl keeps them all.
+  kiln::test::TempDir dir;
+  fs::create_directories(dir / "many");
+  std::string per = "{";
+  for (int c = 0; c < 2500; ++c) per += (c ? ",\"" : "\"") + std::to_string(c) + "\":" + (c % 2 ? "0.5" : "null");
+  per += "}";
+  write_file(dir / "many/metrics.jsonl",
+             "{\"split\":\"test\",\"step\":4,\"loss\":1.0,\"accuracy\":0.5,\"per_class_accuracy\":" + per + "}\n");
+  const std::string html = render_report({read_run(dir / "many")});
+  const auto table = html.substr(html.find("<table class=\"per-class\">"));
+  const auto rows = table.substr(0, table.find("</table>"));
+  size_t n = 0;
+  for (size_t at = rows.find("<tr><td"); at != std::string::npos; at = rows.find("<tr><td", at + 1)) ++n;
+  REQUIRE(n == 1000);
+  // In the run's numbering (not "0", "1", "10", "100", …), a class without test
+  // examples (null) a dash as on the console.
+  REQUIRE_THAT(rows, Contains("<tr><td class=\"text\">0</td><td>–</td></tr>\n"
+                              "<tr><td class=\"text\">1</td><td>50.00 %</td></tr>\n"
+                              "<tr><td class=\"text\">2</td>"));
+  REQUIRE_THAT(rows, Contains(">999</td>"));
+  REQUIRE_THAT(rows, !Contains(">1000</td>"));
+  REQUIRE_THAT(html, Contains("The first 1000 of 2500 classes; every class is in the runs' metrics.jsonl"));
+}
