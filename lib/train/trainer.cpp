@@ -97,19 +97,22 @@ void check_resume_shape(const std::string& checkpoint, int64_t world, int64_t ba
     if (!text || !j.contains(key) || !j[key].is_number_integer()) return std::nullopt;  // older checkpoints
     return j[key].get<int64_t>();
   };
-  const std::string per = world > 1 ? " per process" : "";
-  if (const auto was = recorded("batch_per_process"); was && *was != batch)
-    throw InputError(c10::str(
-        "--resume ", checkpoint, ": train.batch_size: expected ", *was, " examples a step", per,
-        " (the checkpoint's run took ", *was, ", and its place in the epoch and its learning-rate schedule "
-        "count such steps), found ", batch, "; to use less memory a step, raise train.accumulate instead "
-        "(micro-batches of one step), or start a new run from these weights with model.init_from=", checkpoint));
-  if (const auto was = recorded("examples_per_process"); was && *was != examples)
-    throw InputError(c10::str(
-        "--resume ", checkpoint, ": the training split: expected ", *was, " examples an epoch", per,
-        " (the checkpoint's run had ", *was, ", and its place in the epoch and its learning-rate schedule "
-        "count their batches), found ", examples, "; resume with the run's data (its data.* keys, e.g. "
-        "data.train_limit), or start a new run from these weights with model.init_from=", checkpoint));
+  // what: the key and the count ("train.batch_size", "examples a step"); counted: what
+  // the position counts of them; instead: the way to keep the run.
+  const auto refuse_other = [&](const char* key, int64_t now, const char* what, const char* counted,
+                                const char* instead) {
+    const auto was = recorded(key);
+    if (!was || *was == now) return;
+    throw InputError(c10::str("--resume ", checkpoint, ": ", what, ": expected ", *was, counted,
+                              world > 1 ? " per process" : "", " (the checkpoint's run had ", *was,
+                              ", and its place in the epoch and its learning-rate schedule count them), found ",
+                              now, "; ", instead, ", or start a new run from these weights with model.init_from=",
+                              checkpoint));
+  };
+  refuse_other("batch_per_process", batch, "train.batch_size", " examples a step",
+               "to use less memory a step, raise train.accumulate instead (micro-batches of one step)");
+  refuse_other("examples_per_process", examples, "the training split", " examples an epoch",
+               "resume with the run's data (its data.* keys, e.g. data.train_limit)");
 }
 
 class Run {

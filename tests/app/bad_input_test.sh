@@ -187,7 +187,7 @@ data-json-broken         | ck_text data.json '{"format": "idx", "task"' | train 
 data-json-field          | ck_text data.json '{"format": "idx", "task": "dance"}' | train --resume run | data.json: ;;task;;dance
 data-json-transform      | ck_text data.json '{"format": "idx", "task": "classification", "input_shape": [784], "outputs": 10, "classes": ["0","1","2","3","4","5","6","7","8","9"], "transform": {"std": 0}}' | train --resume run | data.json: transform.mean: expected a finite number, found nothing
 dist-json-broken         | ck_text dist.json '{"processes": "two"}' | train --resume run | dist.json: expected {"processes": N, …}, found {"processes": "two"}
-resume-batch-size        | -  | train --resume run --set train.batch_size=32 | train.batch_size: expected 64 examples a step (the checkpoint's run took 64;;found 32;;raise train.accumulate instead;;model.init_from=
+resume-batch-size        | -  | train --resume run --set train.batch_size=32 | train.batch_size: expected 64 examples a step (the checkpoint's run had 64;;found 32;;raise train.accumulate instead;;model.init_from=
 resume-train-limit       | -  | train --resume run --set data.train_limit=600 | the training split: expected 640 examples an epoch (the checkpoint's run had 640;;found 600;;data.train_limit;;model.init_from=
 resume-old-past-epoch    | ck_text dist.json '{"processes": 1}' | train --resume run --set data.train_limit=64 | its place in the epoch, batch 10, lies past this epoch's 1 batch: the training split is smaller;;model.init_from=
 dist-json-processes      | ck_text dist.json '{"processes": 2, "batch_per_process": 64}' | train --resume run | expected 2 processes;;found 1;;torchrun --nproc-per-node=2
