@@ -141,6 +141,9 @@ bool has_trained(const fs::path& dir) {
   return fs::exists(dir / "checkpoints") || fs::exists(dir / "metrics.jsonl");
 }
 
+// What a marker holds: "pid N\n", N this process's.
+std::string pid_line() { return "pid " + std::to_string(::getpid()) + "\n"; }
+
 // The training process's hold on its run directory: an exclusive flock(2) on
 // RUN/.kiln-run, kept while the process lives. The kernel lets go when the process
 // ends, kill -9 included, so a marker nobody holds is a stopped run (the pid written
@@ -183,7 +186,7 @@ class RunLock {
       errno = EACCES;
       return false;
     }
-    const std::string pid = "pid " + std::to_string(::getpid()) + "\n";
+    const std::string pid = pid_line();
     return ::ftruncate(fd_, 0) == 0 &&
            ::pwrite(fd_, pid.data(), pid.size(), 0) == static_cast<ssize_t>(pid.size()) && ::fsync(fd_) == 0;
   }
@@ -379,14 +382,8 @@ void print_json_result(const train::TrainResult& result, const fs::path& run_dir
   if (result.evaluated) {
     fields["test_loss"] = result.test_loss;
     for (const auto& [name, value] : result.metrics) fields["metrics"][name] = value;
-    if (!result.per_class_accuracy.empty()) {  // distinct names, appended (operator[] searches: quadratic)
-      nlohmann::ordered_json per = nlohmann::ordered_json::object();
-      auto& entries = static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(
-          per.get_ref<nlohmann::ordered_json::object_t&>());
-      for (const auto& [name, acc] : result.per_class_accuracy)
-        entries.emplace_back(name, std::isnan(acc) ? nlohmann::ordered_json() : nlohmann::ordered_json(acc));
-      fields["per_class_accuracy"] = std::move(per);
-    }
+    if (!result.per_class_accuracy.empty())
+      fields["per_class_accuracy"] = train::per_class_json(result.per_class_accuracy);
     for (const auto& d : result.per_depth) {
       auto& entry = fields["per_depth"][std::to_string(d.depth)];
       entry["loss"] = d.loss;
@@ -485,7 +482,7 @@ int run_train(const TrainCommand& cmd) {
       fs::rename(run_dir / "tb", aside);
     }
     if (!lock.write_pid()) {  // no lock, or a marker it cannot write: a new marker, locked
-      files::replace_synced((run_dir / kRunMarker).string(), "pid " + std::to_string(::getpid()) + "\n");
+      files::replace_synced((run_dir / kRunMarker).string(), pid_line());
       lock = lock_for_resume(run_dir);
     }
     if (out != ConsoleMode::kQuiet && out != ConsoleMode::kJson)

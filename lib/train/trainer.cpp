@@ -56,6 +56,20 @@ std::string first_non_finite(const torch::nn::Module& model) {
   return "no gradient or parameter (only the loss)";
 }
 
+}  // namespace
+
+nlohmann::ordered_json per_class_json(const std::vector<std::pair<std::string, double>>& accuracy) {
+  nlohmann::ordered_json per = nlohmann::ordered_json::object();
+  auto& entries = static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(
+      per.get_ref<nlohmann::ordered_json::object_t&>());
+  entries.reserve(accuracy.size());
+  for (const auto& [name, a] : accuracy)
+    entries.emplace_back(name, std::isnan(a) ? nlohmann::ordered_json() : nlohmann::ordered_json(a));
+  return per;
+}
+
+namespace {
+
 optim::ScheduleOptions schedule_options(const ScheduleSpec& s, int64_t total_steps) {
   optim::ScheduleOptions o;
   o.kind(s.kind()).warmup_steps(s.warmup_steps()).min_lr_ratio(s.min_lr_ratio());
@@ -97,8 +111,8 @@ void check_resume_shape(const std::string& checkpoint, int64_t world, int64_t ba
     if (!text || !j.contains(key) || !j[key].is_number_integer()) return std::nullopt;  // older checkpoints
     return j[key].get<int64_t>();
   };
-  // what: the key and the count ("train.batch_size", "examples a step"); counted: what
-  // the position counts of them; instead: the way to keep the run.
+  // key: dist.json's count; what: what it counts ("train.batch_size"); counted: its
+  // unit (" examples a step"); instead: how to resume with the run's own.
   const auto refuse_other = [&](const char* key, int64_t now, const char* what, const char* counted,
                                 const char* instead) {
     const auto was = recorded(key);
@@ -554,19 +568,9 @@ void Run::evaluate_now() {
   // The run's last evaluation also breaks accuracy down by class.
   result_.per_class_accuracy.clear();
   if (!ev.per_class_accuracy.empty() && pos_.epoch + 1 == opt_.epochs() && pos_.batch == batches_) {
-    // The class names are distinct: appended to the ordered object's vector, not
-    // inserted by operator[], whose search for the key made this quadratic (a million
-    // class ids took minutes).
-    nlohmann::ordered_json per = nlohmann::ordered_json::object();
-    auto& entries = static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(
-        per.get_ref<nlohmann::ordered_json::object_t&>());
-    entries.reserve(ev.per_class_accuracy.size());
-    for (size_t c = 0; c < ev.per_class_accuracy.size(); ++c) {
-      const double a = ev.per_class_accuracy[c];
-      entries.emplace_back(data_.schema.classes[c], std::isnan(a) ? nlohmann::ordered_json() : nlohmann::ordered_json(a));
-      result_.per_class_accuracy.emplace_back(data_.schema.classes[c], a);
-    }
-    line["per_class_accuracy"] = std::move(per);
+    for (size_t c = 0; c < ev.per_class_accuracy.size(); ++c)
+      result_.per_class_accuracy.emplace_back(data_.schema.classes[c], ev.per_class_accuracy[c]);
+    line["per_class_accuracy"] = per_class_json(result_.per_class_accuracy);
   }
   // The last evaluation also measures a model of run-time depth at each depth (nn::DepthSampled).
   if (pos_.epoch + 1 == opt_.epochs() && pos_.batch == batches_) {

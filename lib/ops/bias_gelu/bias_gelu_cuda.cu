@@ -181,27 +181,17 @@ void bias_gelu_forward(DType dtype, const void* x, const void* b, void* y, int64
 
 namespace {
 
-// The backward kernel's blocks the device holds at once: its multiprocessors times the
-// blocks one of them runs together (the occupancy calculator: registers, shared
-// memory), for the packing a row of n elements of T allows.
-template <typename T>
-int64_t backward_resident_blocks(int64_t n) {
-  using M = opmath_t<T>;
-  constexpr int kPacked = 16 / sizeof(T);
-  static const int per_sm[2] = {
-      [] {
-        int blocks = 0;
-        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, backward_kernel<1, T, M>,
-                                                                     kColumns * kLanes, 0));
-        return blocks;
-      }(),
-      [] {
-        int blocks = 0;
-        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &blocks, backward_kernel<kPacked, T, M>, kColumns * kLanes, 0));
-        return blocks;
-      }()};
-  return static_cast<int64_t>(device_sms()) * std::max(1, per_sm[n % kPacked == 0 ? 1 : 0]);
+// The blocks of the backward kernel for packs of kVec elements of T that one
+// multiprocessor runs together (the occupancy calculator: registers, shared memory).
+template <int kVec, typename T>
+int backward_blocks_per_sm() {
+  static const int blocks = [] {
+    int b = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, backward_kernel<kVec, T, opmath_t<T>>,
+                                                                 kColumns * kLanes, 0));
+    return std::max(1, b);
+  }();
+  return blocks;
 }
 
 }  // namespace
@@ -213,12 +203,17 @@ int64_t bias_gelu_backward_row_blocks(DType dtype, int64_t rows, int64_t n) {
   // work, so a second, partial wave would leave most of the device idle while it runs:
   // the former count, 8 blocks an SM whatever the kernel's occupancy, made 1.6 waves
   // of the float32 kernel at n = 1024 (5 blocks an SM fit then).
-  int64_t resident = 0, per_pack = 1;
+  // (The packing n allows; the launch also needs aligned buffers, else it takes
+  // single elements with this count of row blocks all the same.)
+  int64_t per_sm = 1, per_pack = 1;
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
-    resident = backward_resident_blocks<T>(n);
-    per_pack = n % (16 / sizeof(T)) == 0 ? 16 / sizeof(T) : 1;
+    constexpr int kPacked = 16 / sizeof(T);
+    const bool packed = n % kPacked == 0;
+    per_sm = packed ? backward_blocks_per_sm<kPacked, T>() : backward_blocks_per_sm<1, T>();
+    per_pack = packed ? kPacked : 1;
   });
+  const int64_t resident = device_sms() * per_sm;
   const int64_t column_blocks = (n / per_pack + kColumns - 1) / kColumns;
   const int64_t want = std::max<int64_t>(1, resident / column_blocks);
   const int64_t most = std::max<int64_t>(1, (rows + kLanes - 1) / kLanes);
