@@ -48,7 +48,7 @@ void for_each_key(C& c, V&& v) {
   v("data", "unseen", c.data.unseen, "csv: a category the training rows lack: error or zero");
   v("data", "standardize", c.data.standardize,
     "scale numeric inputs to mean 0 and deviation 1 with training statistics");
-  v("data", "delimiter", c.data.delimiter, "csv: the field delimiter");
+  v("data", "delimiter", c.data.delimiter, "csv: the field delimiter; auto = a tab for .tsv/.tab files, else ','");
   v("data", "block_size", c.data.block_size, "text: tokens the model sees to predict the next one");
   v("data", "stride", c.data.stride, "text: tokens between the starts of consecutive examples");
   v("data", "vocabulary", c.data.vocabulary, "text: char (the text's distinct characters) or byte (256 ids)");
@@ -478,8 +478,9 @@ void validate(const Config& c) {
   one_of("data.task", c.data.task, {"auto", "classification", "regression"});
   one_of("data.missing", c.data.missing, {"error", "drop", "mean"});
   one_of("data.unseen", c.data.unseen, {"error", "zero"});
-  if (c.data.delimiter.size() != 1 || c.data.delimiter == "\"" || c.data.delimiter == "\n")
-    fail("data.delimiter", "one character other than a quote or a line end",
+  if (c.data.delimiter != "auto" &&
+      (c.data.delimiter.size() != 1 || c.data.delimiter == "\"" || c.data.delimiter == "\n"))
+    fail("data.delimiter", "auto or one character other than a quote or a line end",
          "\"" + c.data.delimiter + "\"");
   positive("data.block_size", c.data.block_size);
   non_negative("data.augment_crop", c.data.augment_crop);

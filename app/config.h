@@ -31,7 +31,7 @@ struct Config {
     std::string missing = "error";
     std::string unseen = "error";
     bool standardize = true;
-    std::string delimiter = ",";
+    std::string delimiter = "auto";
     int64_t block_size = 32;
     int64_t stride = 1;
     std::string vocabulary = "char";

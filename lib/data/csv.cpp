@@ -4,6 +4,7 @@
 
 #include <c10/util/StringUtil.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -122,6 +123,7 @@ class Parser {
 CsvTable parse_csv(std::string bytes, const std::string& name, const CsvOptions& options) {
   CsvTable t;
   t.path = name;
+  t.delimiter = options.delimiter;
   t.bytes = std::make_unique<const std::string>(std::move(bytes));
   t.unquoted = std::make_unique<std::deque<std::string>>();
   const char delim = options.delimiter;
@@ -147,16 +149,29 @@ CsvTable parse_csv(std::string bytes, const std::string& name, const CsvOptions&
   }
   const int64_t width = t.columns();
   for (;;) {
-      if (!parser.next(record, line)) break;
+    if (!parser.next(record, line)) break;
     if (static_cast<int64_t>(record.size()) != width)
       throw InputError(c10::str(name, ": line ", line, ": expected ", width, " fields (as the "
-                                "header has), found ", record.size()));
+                                "header has), found ", record.size(), delimiter_hint(t)));
     t.fields.insert(t.fields.end(), record.begin(), record.end());
     t.lines.push_back(line);
   }
   if (t.lines.empty())
     throw InputError(c10::str(name, ": expected data rows after the header, found none"));
   return t;
+}
+
+std::string delimiter_hint(const CsvTable& table) {
+  if (table.columns() != 1) return "";
+  const std::string& h = table.header[0];
+  for (const char d : {'\t', ';', ',', '|'}) {
+    if (d == table.delimiter) continue;
+    const auto parts = std::count(h.begin(), h.end(), d) + 1;
+    if (parts > 1)
+      return c10::str("; the header is one column, which ", shown(d), " would split into ", parts,
+                      ": set data.delimiter = \"", d == '\t' ? std::string("\\t") : std::string(1, d), "\"");
+  }
+  return "";
 }
 
 CsvTable read_csv(const std::string& path, const CsvOptions& options) {

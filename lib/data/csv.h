@@ -25,6 +25,7 @@ struct CsvOptions {
 /// costs the file once plus 16 bytes a field.
 struct CsvTable {
   std::string path;
+  char delimiter = ',';  // the one it was read with
   std::vector<std::string> header;
   /// rows × header.size() fields, row-major.
   std::vector<std::string_view> fields;
@@ -51,6 +52,12 @@ struct CsvTable {
 /// naming the file, the line and column, what was expected and what was found.
 /// Example: auto table = kiln::data::read_csv("penguins.csv");
 CsvTable read_csv(const std::string& path, const CsvOptions& options = {});
+
+/// For a header read as one column: if another common delimiter (a tab ';' ',' '|')
+/// splits it into several, the advice to set data.delimiter to it, starting "; ";
+/// else "". Example: delimiter_hint(t) == "; the header is one column, which ';'
+/// would split into 4: set data.delimiter = \";\""
+std::string delimiter_hint(const CsvTable& table);
 
 /// Parses text already in memory; `name` stands for the file in messages.
 CsvTable parse_csv(std::string bytes, const std::string& name, const CsvOptions& options = {});

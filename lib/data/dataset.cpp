@@ -185,6 +185,13 @@ std::string format_list() {
   return names;
 }
 
+// A path's extension in lower case (".csv"), "" for none.
+std::string lower_extension(const std::string& path) {
+  auto ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+  return ext;
+}
+
 }  // namespace
 
 std::string resolve_format(const DataOptions& o) {
@@ -196,9 +203,8 @@ std::string resolve_format(const DataOptions& o) {
     return o.format();
   }
   if (o.train().empty()) return "idx";
-  auto ext = fs::path(o.train()).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-  if (ext == ".csv" || ext == ".tsv") return "csv";
+  const auto ext = lower_extension(o.train());
+  if (ext == ".csv" || ext == ".tsv" || ext == ".tab") return "csv";
   if (ext == ".npy" || ext == ".npz") return "npy";
   if (ext == ".txt" || ext == ".md" || fs::is_directory(o.train())) return "text";
   throw InputError(c10::str("data.format: \"auto\" cannot tell the format of data.train = \"",
@@ -269,12 +275,17 @@ Data load_data(const DataOptions& o, const DataSchema* saved) {
   if (format == "idx") {
     d = idx_data(o, saved);
   } else if (format == "csv") {
-    if (o.delimiter().size() != 1)
-      throw InputError(c10::str("data.delimiter: expected one character, found \"", o.delimiter(), "\""));
-    const CsvOptions csv{o.delimiter()[0]};
-    const auto train = read_csv(o.train(), csv);
+    if (o.delimiter() != "auto" && o.delimiter().size() != 1)
+      throw InputError(c10::str("data.delimiter: expected auto or one character, found \"", o.delimiter(), "\""));
+    // auto: a tab-separated file by its name, else a comma.
+    const auto options_for = [&](const std::string& path) {
+      if (o.delimiter() != "auto") return CsvOptions{o.delimiter()[0]};
+      const auto ext = lower_extension(path);
+      return CsvOptions{ext == ".tsv" || ext == ".tab" ? '\t' : ','};
+    };
+    const auto train = read_csv(o.train(), options_for(o.train()));
     std::optional<CsvTable> test;
-    if (!o.test().empty()) test = read_csv(o.test(), csv);
+    if (!o.test().empty()) test = read_csv(o.test(), options_for(o.test()));
     d = table_data(train, test ? &*test : nullptr, o, saved);
   } else if (format == "npy") {
     d = array_data(o, saved);

@@ -53,8 +53,9 @@ struct DataOptions {
   TORCH_ARG(std::string, unseen) = "error";
   /// Standardise numeric inputs with the training split's mean and deviation.
   TORCH_ARG(bool, standardize) = true;
-  /// csv: the field delimiter ("," "\t" ";" …).
-  TORCH_ARG(std::string, delimiter) = ",";
+  /// csv: the field delimiter ("," "\t" ";" …), or "auto": a tab for a .tsv or .tab
+  /// file, a comma for any other (each file by its own name).
+  TORCH_ARG(std::string, delimiter) = "auto";
   /// Keep only the first N training / test examples; 0 keeps all.
   TORCH_ARG(int64_t, train_limit) = 0;
   TORCH_ARG(int64_t, test_limit) = 0;

@@ -108,7 +108,7 @@ int64_t column_index(const CsvTable& t, const std::string& name, const std::stri
   const auto it = std::find(t.header.begin(), t.header.end(), name);
   if (it == t.header.end())
     throw InputError(c10::str(t.path, ": ", key, ": expected one of the columns (",
-                              column_list(t), "), found '", name, "'"));
+                              column_list(t), "), found '", name, "'", delimiter_hint(t)));
   return it - t.header.begin();
 }
 
@@ -467,7 +467,7 @@ Data table_data(const CsvTable& train, const CsvTable* test, const DataOptions& 
         schema.transform["columns"].push_back(
             {{"name", f.name}, {"kind", "numeric"}, {"mean", f.mean}, {"std", f.stddev}});
     }
-    schema.read = {{"label", label}, {"delimiter", o.delimiter()}};
+    schema.read = {{"label", label}, {"delimiter", std::string(1, train.delimiter)}};
   }
   TableEncoder encoder(features, schema, o);
   schema.input_shape = {encoder.width()};

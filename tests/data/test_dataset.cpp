@@ -4,6 +4,7 @@
 // applies the saved transform; bad data is refused naming file, line and column.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "data/dataset.h"
@@ -156,6 +157,45 @@ TEST_CASE("CSV bad values: unknown columns, text in numbers, unseen categories a
   const auto new_class = write(dir, "cls.csv", "mass,island,species\n4.0,Dream,Emperor\n");
   CHECK_THAT(error_of(DataOptions().train(train).test(new_class).label("species")),
              Catch::Contains("cls.csv: line 2, column 3 (species): the class 'Emperor' is not one of"));
+}
+
+TEST_CASE("CSV delimiters: auto reads .tsv and .tab files at tabs; a header of one column says which to set",
+          "[data][dataset][csv]") {
+  kiln::test::TempDir dir;
+  std::string tsv = kPenguins;
+  std::replace(tsv.begin(), tsv.end(), ',', '\t');
+  for (const char* name : {"train.tsv", "train.TAB"}) {
+    const auto d = load_data(DataOptions().train(write(dir, name, tsv)).label("species"));
+    CHECK(d.train.size() + d.test.size() == 10);
+    CHECK(d.schema.classes.size() == 3);
+    CHECK(d.schema.read["delimiter"] == "\t");  // the one it was read with, not "auto"
+  }
+  // Each file by its own name: a .csv training table with a .tsv test table.
+  const auto both = load_data(DataOptions()
+                                  .train(write(dir, "train.csv", kPenguins))
+                                  .test(write(dir, "test.tsv", tsv))
+                                  .label("species"));
+  CHECK(both.test.size() == 10);
+  CHECK(both.schema.read["delimiter"] == ",");
+  // An explicit delimiter wins over the name.
+  CHECK_THAT(error_of(DataOptions().train(write(dir, "t2.tsv", tsv)).label("species").delimiter(",")),
+             Catch::Contains("data.label: expected one of the columns (mass\tisland\tspecies), found "
+                             "'species'; the header is one column, which a tab would split into 3: set "
+                             "data.delimiter = \"\\t\""));
+  std::string semi = kPenguins;
+  std::replace(semi.begin(), semi.end(), ',', ';');
+  const auto semi_csv = write(dir, "semi.csv", semi);
+  CHECK_THAT(error_of(DataOptions().train(semi_csv).label("species")),
+             Catch::Contains("the header is one column, which ';' would split into 3: set data.delimiter = \";\""));
+  CHECK(load_data(DataOptions().train(semi_csv).label("species").delimiter(";")).schema.classes.size() == 3);
+  // A one-column header whose rows have more fields: the ragged-row message says it too.
+  const auto ragged = write(dir, "ragged.csv", "a;b\n1,2\n");
+  CHECK_THAT(error_of(DataOptions().train(ragged).label("a")),
+             Catch::Contains("line 2: expected 1 fields (as the header has), found 2; the header is one "
+                             "column, which ';' would split into 2"));
+  // A table of one column with nothing that splits it: no advice.
+  CHECK_THAT(error_of(DataOptions().train(write(dir, "one.csv", "x\n1\n2\n")).label("y")),
+             !Catch::Contains("data.delimiter"));
 }
 
 TEST_CASE("the schema round-trips through JSON and, given back, applies the saved transform",
