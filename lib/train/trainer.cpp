@@ -137,6 +137,9 @@ class Run {
  private:
   void step(const data::Batch& batch);
   void evaluate_now();
+  bool checkpoint_due() const {
+    return spec_.checkpoint.every() > 0 && pos_.step % spec_.checkpoint.every() == 0;
+  }
   EvalShard eval_shard() const;
   void check_replicas();
   void save(bool with_metrics);
@@ -175,6 +178,10 @@ class Run {
   int64_t batch_ = 0;  // examples a step in this process (train.batch_size, or its share of it)
   int64_t total_steps_ = 0, batches_ = 0, saved_step_ = -1, evaluated_step_ = -1,
           reported_step_ = -1;
+  // A resume at an epoch's end evaluates that step's model again, for the run's
+  // result (in data-parallel runs, every process takes part), but its metrics line
+  // and TensorBoard points are already in the run: this is that step, or -1.
+  int64_t recorded_eval_step_ = -1;
   int64_t activation_peak_ = 0;
   // A step's loss and gradient norm stay on the device: step() writes them into row
   // unread_ of step_values_ (float64, kUnreadRows × 2) with no host sync, and
@@ -302,9 +309,14 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.
   schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
-  if (spec.schedule.kind() != "constant" && spec.schedule.warmup_steps() >= opt_.epochs() * batches_)
-    log::warn(c10::str("schedule.warmup_steps (", spec.schedule.warmup_steps(), ") is not below the run's ",
-                       opt_.epochs() * batches_, " steps: the learning rate never reaches optim.lr"));
+  {
+    // Every schedule warms up, the constant one too: factor(t) = (t + 1) / warmup_steps.
+    const int64_t steps = opt_.epochs() * batches_, warmup = spec.schedule.warmup_steps();
+    if (warmup > steps || (spec.schedule.kind() != "constant" && warmup > 0 && warmup >= steps))
+      log::warn(c10::str("schedule.warmup_steps (", warmup, ") is not below the run's ", steps,
+                         " steps: the learning rate never reaches optim.lr (at most ",
+                         std::min(1.0, static_cast<double>(steps) / static_cast<double>(warmup)), " of it)"));
+  }
   best_metric_ = spec.checkpoint.best();
   {
     const auto& names = schema_metrics(schema);
@@ -353,6 +365,10 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
                                 "the checkpoint's run had; resume with the run's data (its data.* keys), or start a "
                                 "new run from these weights with model.init_from=", spec.resume_checkpoint));
     result_.resumed_from = pos_.step;
+    // The checkpoint of this step is the one just read: a run that trains no further
+    // step (already finished) does not write it again.
+    saved_step_ = pos_.step;
+    result_.last_checkpoint = spec.resume_checkpoint;
     log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step));
   }
   if (group_) {
@@ -584,13 +600,18 @@ void Run::evaluate_now() {
     }
     if (!result_.per_depth.empty()) log::info(describe_depths(result_.per_depth));
   }
-  if (writes_) {
-    metrics_->write(line);
-    tb_->scalars("test", line);
+  if (pos_.step == recorded_eval_step_) {
+    log::info(c10::str("evaluated step ", pos_.step, " again (test_loss ", ev.loss, logged,
+                       "): the run's metrics already hold it"));
+  } else {
+    if (writes_) {
+      metrics_->write(line);
+      tb_->scalars("test", line);
+    }
+    log::info(c10::str("epoch ", pos_.epoch + 1, "/", opt_.epochs(), " step ", pos_.step,
+                       " train_loss ", e.train_loss, " test_loss ", ev.loss, logged));
+    observer_.on_eval(e);
   }
-  log::info(c10::str("epoch ", pos_.epoch + 1, "/", opt_.epochs(), " step ", pos_.step,
-                     " train_loss ", e.train_loss, " test_loss ", ev.loss, logged));
-  observer_.on_eval(e);
   result_.test_loss = ev.loss;
   result_.metrics = ev.metrics;
   result_.test_accuracy = ev.metrics.count("accuracy") ? ev.metrics.at("accuracy") : 0.0;
@@ -678,6 +699,10 @@ TrainResult Run::run() {
     if (result_.superseded_checkpoints > 0)
       log::info(c10::str("set aside ", result_.superseded_checkpoints,
                          " checkpoint(s) after step ", pos_.step, " in ", kSupersededDir, "/"));
+    // A checkpoint at an epoch's end: the loop evaluates its model first.
+    if (pos_.batch == batches_ &&
+        has_json_line((fs::path(spec_.run_dir) / "metrics.jsonl").string(), "test", pos_.step))
+      recorded_eval_step_ = pos_.step;
   }
   {
     std::ostringstream s;
@@ -811,7 +836,9 @@ TrainResult Run::run() {
           evaluate_now();
           if (!best_metric_.empty()) save(true);
         }
-        if (spec_.checkpoint.every() > 0 && pos_.step % spec_.checkpoint.every() == 0) save(true);
+        // At an epoch's end the checkpoint waits for the evaluation below, so that its
+        // manifest holds the test metrics (checkpoint.best ranks by them).
+        if (checkpoint_due() && !epoch_end) save(true);
         const auto& mem = spec_.memory;
         if (mem.report_every() > 0 && pos_.step % mem.report_every() == 0) report_memory();
         if (device_.is_cuda() && mem.empty_cache_every() > 0 && pos_.step % mem.empty_cache_every() == 0)
@@ -838,7 +865,7 @@ TrainResult Run::run() {
       }
       if (pos_.batch < batches_) break;  // stopped mid-epoch: no evaluation
       evaluate_now();
-      if (!best_metric_.empty()) save(true);
+      if (!best_metric_.empty() || checkpoint_due()) save(true);
     }
   } catch (const TrainingDiverged&) {
     throw;

@@ -62,4 +62,15 @@ int64_t move_json_lines_after(const std::string& path, int64_t step, const std::
   return moved;
 }
 
+bool has_json_line(const std::string& path, const std::string& split, int64_t step) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("split") && j["split"] == split && j.contains("step") && j["step"].is_number() &&
+        j["step"].get<double>() == static_cast<double>(step))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace kiln

@@ -36,4 +36,9 @@ class JsonLines {
 /// Example: move_json_lines_after("runs/x/metrics.jsonl", 25, "runs/x/metrics.superseded.jsonl");
 int64_t move_json_lines_after(const std::string& path, int64_t step, const std::string& side_path);
 
+/// Whether the JSON-lines file `path` holds an object whose "split" is `split` and
+/// whose "step" is `step`; false for a file that is missing or cannot be read.
+/// Example: has_json_line("runs/x/metrics.jsonl", "test", 32)
+bool has_json_line(const std::string& path, const std::string& split, int64_t step);
+
 }  // namespace kiln

@@ -57,6 +57,15 @@ expect 0 '\{"event":"warning","message":"schedule.warmup_steps \(1000\) is not b
   --set schedule.warmup_steps=1000 --set train.max_steps=1
 expect 0 "kiln: warning: schedule.warmup_steps" -- train configs/tiny.toml --run-dir "$tmp/warmup2" --quiet \
   --set schedule.name=cosine --set schedule.warmup_steps=1000 --set train.max_steps=1
+# The constant schedule warms up too (it gets to 32/1000 of optim.lr); a warmup the run
+# completes is no warning.
+expect 0 "kiln: warning: schedule.warmup_steps \(1000\) is not below the run's 32 steps: .* \(at most 0.032 of it\)" \
+  -- train configs/tiny.toml --run-dir "$tmp/warmup3" --set schedule.warmup_steps=1000 --set train.max_steps=1
+checks=$((checks + 1))
+if "$kiln" train configs/tiny.toml --run-dir "$tmp/warmup4" --set schedule.warmup_steps=32 \
+     --set train.max_steps=1 2>&1 | grep -q "warning: schedule"; then
+  failures=$((failures + 1)); echo "FAIL: a warmup of the run's 32 steps (constant schedule) warned"
+fi
 
 # A good tiny run, then the same directory again without --resume.
 expect 0 "final test accuracy [0-9.]+%" -- train configs/tiny.toml --run-dir "$tmp/run" --set train.max_steps=0

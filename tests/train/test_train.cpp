@@ -275,6 +275,63 @@ TEST_CASE("resuming from an older checkpoint sets the later ones and their metri
   REQUIRE(std::filesystem::is_directory(dir / "run/superseded/step_000000080-2"));
 }
 
+// Counts the evaluations an observer is told of.
+struct CountEvals : kiln::train::TrainObserver {
+  int evals = 0;
+  void on_eval(const kiln::train::EvalReport&) override { ++evals; }
+};
+
+TEST_CASE("an epoch's-end checkpoint holds the epoch's evaluation; resuming from it adds no second one",
+          "[train][resume][checkpoint]") {
+  kiln::test::TempDir dir;
+  kiln::train::TrainObserver quiet;
+  auto spec = small_spec(dir / "run");
+  spec.train.epochs(1).log_every(10);
+  spec.checkpoint.every(40).keep_last(0);  // 40 steps an epoch: the periodic save falls on its end
+  const auto first = kiln::train::train(spec, quiet);
+  REQUIRE(first.steps == 40);
+  // Written after the evaluation, the checkpoint carries its metrics, which
+  // checkpoint.best ranks by (it used to be written just before: no metrics).
+  const auto saved = kiln::train::list_checkpoints(dir / "run");
+  REQUIRE(saved.size() == 1);
+  REQUIRE(saved[0].metrics.count("test_accuracy") == 1);
+  REQUIRE(saved[0].metrics.at("test_accuracy") == first.test_accuracy);
+  const auto tested = [&] {
+    std::vector<int64_t> steps;
+    for (const auto& l : read_metrics(dir / "run"))
+      if (l["split"] == "test") steps.push_back(l["step"].get<int64_t>());
+    return steps;
+  };
+  REQUIRE(tested() == std::vector<int64_t>{40});
+
+  // On to a second epoch: the evaluation of step 40 is not written or reported again.
+  auto more = spec;
+  more.train.epochs(2);
+  more.resume_checkpoint = saved[0].dir;
+  CountEvals counted;
+  const auto second = kiln::train::train(more, counted);
+  REQUIRE(second.steps == 80);
+  REQUIRE(counted.evals == 1);
+  REQUIRE(tested() == std::vector<int64_t>{40, 80});
+
+  // A finished run resumed: nothing trained, nothing written; the result still has
+  // the last evaluation's figures, and its checkpoint is the one resumed from, not
+  // written again.
+  more.resume_checkpoint = second.last_checkpoint;
+  const auto before = std::filesystem::last_write_time(second.last_checkpoint + "/manifest.json");
+  const auto lines = read_metrics(dir / "run").size();
+  CountEvals idle;
+  const auto third = kiln::train::train(more, idle);
+  REQUIRE(third.steps == 80);
+  REQUIRE(idle.evals == 0);
+  REQUIRE(third.evaluated);
+  REQUIRE(third.test_accuracy == second.test_accuracy);
+  REQUIRE(third.per_class_accuracy.size() == 10);
+  REQUIRE(third.last_checkpoint == second.last_checkpoint);
+  REQUIRE(std::filesystem::last_write_time(second.last_checkpoint + "/manifest.json") == before);
+  REQUIRE(read_metrics(dir / "run").size() == lines);
+}
+
 TEST_CASE("a metrics line cut short by a crash is set aside on resume, not left mid-file",
           "[train][resume]") {
   kiln::test::TempDir dir;
