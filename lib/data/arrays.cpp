@@ -60,6 +60,7 @@ Arrays read_arrays(const std::string& x_path, const std::string& y_path, const c
     throw InputError(c10::str(y_path, ": has ", a.y.size(0), " targets but ", x_path, " has ",
                               a.x.size(0), " examples"));
   if (a.x.size(0) == 0) throw InputError(c10::str(x_path, ": expected examples, found none"));
+  if (a.y.dim() == 2 && a.y.size(1) == 1) a.y = a.y.squeeze(1);  // a column: one target each
   if (a.x.dim() == 1) a.x = a.x.unsqueeze(1);
   if (a.x.scalar_type() == at::kBool) a.x = a.x.to(at::kFloat);
   if (at::isFloatingType(a.x.scalar_type()) && !at::isfinite(a.x).all().item<bool>())
@@ -68,13 +69,54 @@ Arrays read_arrays(const std::string& x_path, const std::string& y_path, const c
   return a;
 }
 
+// Float targets with at most this many distinct whole values get a warning: classes?
+constexpr int64_t kFewValues = 20;
+
+// Class labels of shape (N, K) as (N) ids: each row must be one-hot (K − 1 zeros and
+// a one), and becomes the index of its one. Returns K (0 for labels already ids).
+int64_t one_hot_to_ids(Arrays& a) {
+  if (a.y.dim() == 1) return 0;
+  const auto v = a.y.to(at::kDouble);
+  const auto bad = v.eq(0).logical_or(v.eq(1)).all(1).logical_not().logical_or(v.sum(1).ne(1));
+  if (bad.any().item<bool>()) {
+    const int64_t row = bad.nonzero()[0][0].item<int64_t>();
+    std::string shown;
+    for (int64_t k = 0; k < std::min<int64_t>(v.size(1), 8); ++k)
+      shown += c10::str(k ? ", " : "", v[row][k].item<double>());
+    if (v.size(1) > 8) shown += ", …";
+    throw InputError(c10::str(a.y_path, ": class labels: expected shape (N), (N, 1) or one-hot rows (N, K), "
+                              "found (", a.y.size(0), ", ", a.y.size(1), ") with row ", row, " not one-hot (",
+                              shown, "); for ", a.y.size(1), " regression targets per example set "
+                              "data.task = \"regression\""));
+  }
+  const int64_t k = a.y.size(1);
+  a.y = a.y.argmax(1);
+  return k;
+}
+
 }  // namespace
 
 Data array_data(const DataOptions& o, const DataSchema* saved) {
   Arrays train = read_arrays(o.train(), o.train_targets(), "train");
+  // data.task is auto, classification or regression (load_data checked it); a run's
+  // data.json decides for a resume.
+  const bool classes = saved ? saved->task == Task::kClassification
+                             : o.task() == "classification" ||
+                                   (o.task() == "auto" && !at::isFloatingType(train.y.scalar_type()));
+  // One-hot rows are read as the ids of their classes, by the file's row numbers; their
+  // width is the number of classes, as the run's data.json or the training file has it.
+  const auto read_one_hot = [&](Arrays& a, int64_t want, const std::string& whose) {
+    const int64_t width = classes ? one_hot_to_ids(a) : 0;
+    if (width > 0 && want > 0 && width != want)
+      throw InputError(c10::str(a.y_path, ": class labels: expected one-hot rows of ", want, " (as ", whose,
+                                "), found rows of ", width));
+    return width;
+  };
+  const int64_t one_hot = read_one_hot(train, saved ? saved->outputs : 0, "the run's data.json");
   Arrays test;
   if (!o.test().empty()) {
     test = read_arrays(o.test(), o.test_targets(), "test");
+    read_one_hot(test, saved ? saved->outputs : one_hot, saved ? "the run's data.json" : train.y_path);
     const auto shape = train.x.sizes().slice(1), got = test.x.sizes().slice(1);
     if (shape != got)
       throw InputError(c10::str(test.x_path, ": expected examples of shape ", shape, " (as ",
@@ -97,20 +139,14 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
   } else {
     DataSchema& s = d.schema;
     s.format = "npy";
-    const bool integral = !at::isFloatingType(train.y.scalar_type());
-    // data.task is auto, classification or regression (load_data checked it).
-    s.task = o.task() == "classification" || (o.task() == "auto" && integral)
-                 ? Task::kClassification
-                 : Task::kRegression;
+    s.task = classes ? Task::kClassification : Task::kRegression;
     if (s.task == Task::kClassification) {
-      if (train.y.dim() != 1)
-        throw InputError(c10::str(train.y_path, ": class labels: expected shape (N), found ",
-                                  train.y.sizes()));
-      s.outputs = train.y.max().item<int64_t>() + 1;
+      const auto ids = train.y.to(at::kLong);
+      // One-hot rows: K classes, whether or not each appears.
+      s.outputs = std::max(one_hot, ids.max().item<int64_t>() + 1);
       for (int64_t c = 0; c < s.outputs; ++c) s.classes.push_back(std::to_string(c));
       // Ids that are labels rather than indices (0 and 1000000 for two classes) give
       // the model an output for every id between: say so (a negative id is refused below).
-      const auto ids = train.y.to(at::kLong);
       if (ids.numel() > 0 && ids.min().item<int64_t>() >= 0) {
         const int64_t present = at::bincount(ids, {}, s.outputs).gt(0).sum().item<int64_t>();
         if (s.outputs - present > std::max<int64_t>(s.outputs / 2, 10))
@@ -121,6 +157,20 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
       }
     } else {
       const auto y = train.y.to(at::kDouble).reshape({train.y.size(0), -1});
+      // Float targets of a few whole values are often classes saved as floats.
+      if (o.task() == "auto" && y.eq(y.round()).all().item<bool>()) {
+        const auto values = std::get<0>(at::_unique(y.flatten(), /*sorted=*/true));
+        if (values.numel() <= kFewValues) {
+          std::string list;
+          for (int64_t i = 0; i < std::min<int64_t>(values.numel(), 5); ++i)
+            list += c10::str(i ? ", " : "", values[i].item<double>());
+          if (values.numel() > 5) list += ", …";
+          log::warn(c10::str(train.y_path, ": the targets are ", train.y.scalar_type(), " and take only ",
+                             values.numel(), " whole values (", list, "): trained as regression, as "
+                             "data.task = \"auto\" reads a float type; if they are classes, set data.task = "
+                             "\"classification\" (or save them as integers)"));
+        }
+      }
       s.outputs = y.size(1);
       const auto mean = y.mean(0), sd = y.std(0, /*unbiased=*/false);
       for (int64_t k = 0; k < s.outputs; ++k) {

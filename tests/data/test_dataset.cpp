@@ -307,6 +307,62 @@ TEST_CASE("NumPy arrays: class ids that are labels, not indices, warn that every
                                 Catch::Contains("np.unique(y, return_inverse=True)"));
 }
 
+TEST_CASE("NumPy arrays: class labels as a column or one-hot rows; float labels of few whole values warn",
+          "[data][dataset][npy]") {
+  kiln::test::TempDir dir;
+  torch::manual_seed(5);
+  const auto x = at::randn({40, 3});
+  kiln::data::write_npy(dir / "x.npy", x);
+  const auto ids = at::arange(40, at::kLong) % 3;
+  kiln::data::write_npy(dir / "y.npy", ids);
+  const auto o = DataOptions().train(dir / "x.npy").train_targets(dir / "y.npy");
+  const auto flat = load_data(o);
+  // The same labels as a (N, 1) column and as one-hot rows (of 4: class 3 absent).
+  kiln::data::write_npy(dir / "col.npy", ids.unsqueeze(1));
+  kiln::data::write_npy(dir / "hot.npy", at::one_hot(ids, 4).to(at::kByte));
+  for (const char* name : {"col.npy", "hot.npy"}) {
+    INFO(name);
+    const auto d = load_data(DataOptions(o).train_targets(dir / name));
+    CHECK(d.schema.task == Task::kClassification);
+    CHECK(d.schema.outputs == (std::string(name) == "hot.npy" ? 4 : 3));
+    CHECK(at::equal(d.train.y, flat.train.y));
+    CHECK(at::equal(d.test.y, flat.test.y));
+  }
+  // Rows that are not one-hot are refused by the file's row; K integer targets each
+  // are regression when data.task says so.
+  auto two = at::one_hot(ids, 3);
+  two[7][0] = 1;
+  two[7][1] = 1;
+  kiln::data::write_npy(dir / "two.npy", two);
+  CHECK_THAT(error_of(DataOptions(o).train_targets(dir / "two.npy")),
+             Catch::Contains("two.npy: class labels: expected shape (N), (N, 1) or one-hot rows (N, K), found "
+                             "(40, 3) with row 7 not one-hot (1, 1, 0); for 3 regression targets per example set "
+                             "data.task = \"regression\""));
+  CHECK(load_data(DataOptions(o).train_targets(dir / "two.npy").task("regression")).schema.outputs == 3);
+  // A test file's one-hot rows must be as wide as the training file's.
+  kiln::data::write_npy(dir / "hot5.npy", at::one_hot(ids, 5));
+  CHECK_THAT(error_of(DataOptions(o).train_targets(dir / "hot.npy").test(dir / "x.npy").test_targets(dir / "hot5.npy")),
+             Catch::Contains("hot5.npy: class labels: expected one-hot rows of 4 (as ") &&
+                 Catch::Contains("hot.npy), found rows of 5"));
+
+  // Float labels 0, 1, 2: regression under auto, with a warning; classes when told.
+  std::vector<std::string> warnings;
+  kiln::log::set_warning_listener([&](kiln::log::Level, std::string_view m) { warnings.emplace_back(m); });
+  kiln::data::write_npy(dir / "f.npy", ids.to(at::kFloat));
+  const auto reg = load_data(DataOptions(o).train_targets(dir / "f.npy"));
+  const auto cls = load_data(DataOptions(o).train_targets(dir / "f.npy").task("classification"));
+  kiln::data::write_npy(dir / "real.npy", at::randn({40}));  // real values: no warning
+  load_data(DataOptions(o).train_targets(dir / "real.npy"));
+  kiln::log::set_warning_listener({});
+  CHECK(reg.schema.task == Task::kRegression);
+  CHECK(cls.schema.task == Task::kClassification);
+  CHECK(at::equal(cls.train.y, flat.train.y));
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("f.npy: the targets are Float and take only 3 whole values (0, 1, 2): "
+                                          "trained as regression") &&
+                              Catch::Contains("set data.task = \"classification\""));
+}
+
 TEST_CASE("NumPy arrays: mismatched counts, class ids outside the classes and missing targets are refused",
           "[data][dataset][npy]") {
   kiln::test::TempDir dir;
