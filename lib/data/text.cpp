@@ -149,7 +149,7 @@ std::vector<std::string> files_under(const std::string& folder, const std::vecto
 
 }  // namespace
 
-std::string read_text(const std::string& path, const std::vector<std::string>& exclude) {
+std::string read_text(const std::string& path, const std::vector<std::string>& exclude, bool utf8) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) throw InputError(c10::str(path, ": no such file or folder"));
@@ -161,7 +161,18 @@ std::string read_text(const std::string& path, const std::vector<std::string>& e
   std::string text;
   for (const auto& file : paths) {
     std::string bytes = files::read(file);
-    for_each_character(bytes, file, [](char32_t, size_t) {});
+    try {
+      if (utf8) for_each_character(bytes, file, [](char32_t, size_t) {});
+    } catch (const InputError& e) {
+      // What to do about it: a stray binary file in a folder, or text in another encoding.
+      const auto name = fs::path(file).filename().string();
+      throw InputError(c10::str(
+          e.what(), folder ? c10::str("; leave it out of the folder with data.exclude = [\"", name,
+                                      "\"] (patterns such as \"*.bin\" match names), convert it")
+                           : std::string("; convert it"),
+          " to UTF-8 (iconv -f latin1 -t utf-8 if it is Latin-1), or read bytes as they are with "
+          "data.vocabulary = \"byte\""));
+    }
     std::string_view body = bytes;
     if (body.starts_with("\xEF\xBB\xBF")) body.remove_prefix(3);  // a byte-order mark
     if (!text.empty() && text.back() != '\n' && !body.empty()) text += '\n';

@@ -22,8 +22,11 @@ namespace kiln::data {
 /// sequence. A leading byte-order mark (EF BB BF) is dropped. No text at all (an empty
 /// file, a folder of empty or no files) throws kiln::InputError. In a folder, files whose
 /// name matches one of the shell patterns in `exclude` (fnmatch: * ? [...]) are skipped.
+/// `utf8 = false` reads the bytes as they are (a byte vocabulary's corpus: any bytes
+/// encode), with no check.
 /// Example: auto text = kiln::data::read_text("/usr/share/games/fortunes", {"*.dat", "*.u8"});
-std::string read_text(const std::string& path, const std::vector<std::string>& exclude = {});
+std::string read_text(const std::string& path, const std::vector<std::string>& exclude = {},
+                      bool utf8 = true);
 
 /// Token ids for text. `bytes()`: 256 ids, a byte's id is its value, any text encodes.
 /// `characters(text)`: the sorted distinct Unicode code points of `text` (the training

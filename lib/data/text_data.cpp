@@ -4,6 +4,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "data/formats.h"
@@ -22,8 +23,13 @@ Data text_data(const DataOptions& o, const DataSchema* saved) {
     throw InputError(c10::str("data.vocabulary: expected char or byte, found '", o.vocabulary(), "'"));
   if (o.windows() != "strided" && o.windows() != "random")
     throw InputError(c10::str("data.windows: expected strided or random, found '", o.windows(), "'"));
-  const std::string train_text = read_text(o.train(), o.exclude());
-  const std::string test_text = o.test().empty() ? std::string() : read_text(o.test(), o.exclude());
+  // A byte vocabulary reads any bytes; a character one needs UTF-8 to tell characters.
+  const bool byte_vocabulary =
+      saved ? saved->transform.contains("vocabulary") && saved->transform["vocabulary"].value("type", "") == "bytes"
+            : o.vocabulary() == "byte";
+  const std::string train_text = read_text(o.train(), o.exclude(), !byte_vocabulary);
+  const std::string test_text =
+      o.test().empty() ? std::string() : read_text(o.test(), o.exclude(), !byte_vocabulary);
   Data d;
   DataSchema& s = d.schema;
   const char* encoding = o.sequence() ? "tokens" : "one_hot";
@@ -42,8 +48,13 @@ Data text_data(const DataOptions& o, const DataSchema* saved) {
     s.task = Task::kClassification;
     s.input_shape = {o.block_size()};
     s.outputs = vocab.size();
-    for (int64_t id = 0; id < vocab.size(); ++id)
-      s.classes.push_back(vocab.decode(at::tensor({id}, at::kLong)));
+    // Class names are JSON strings (data.json, metrics): a byte above 0x7F is no UTF-8
+    // text alone, so it is named by its value, "\x80"; every other id by its text.
+    for (int64_t id = 0; id < vocab.size(); ++id) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned>(id));
+      s.classes.push_back(o.vocabulary() == "byte" && id >= 0x80 ? std::string(hex) : vocab.token_text(id));
+    }
     s.transform = {{"encoding", encoding},
                    {"block_size", o.block_size()},
                    {"vocabulary", json::parse(vocab.to_json().dump())}};

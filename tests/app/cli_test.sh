@@ -276,6 +276,16 @@ expect 0 "final test [0-9.]+ bits per character, accuracy [0-9.]+%" -- train con
   --set model.name=gpt --set model.blocks=1 --set model.embed=16 --set model.heads=2 --set train.epochs=1
 expect 0 "kiln: 20 tokens in .* key/value cache" -- sample "$tmp/gpt" --prompt "the " --tokens 20 --temperature 0
 expect 0 "no cache" -- sample "$tmp/gpt" --prompt "the " --tokens 20 --no-cache
+# A byte vocabulary trains on any bytes (Latin-1 text here: not UTF-8), its run files
+# valid JSON; a character vocabulary refuses the file with the ways out.
+mkdir -p "$tmp/latin1"
+for i in $(seq 200); do printf 'caf\xe9 cr\xe8me br\xfbl\xe9e. '; done > "$tmp/latin1/menu.txt"
+byte_run=(train configs/tiny.toml --set data.format=text --set data.train="$tmp/latin1" --set data.block_size=16
+          --set model.name=gpt --set model.blocks=1 --set model.embed=16 --set model.heads=2 --set train.max_steps=3)
+expect 0 "stopped after 3 steps" -- "${byte_run[@]}" --run-dir "$tmp/bytes" --set data.vocabulary=byte
+expect 0 "kiln: 8 tokens in" -- sample "$tmp/bytes" --prompt "caf" --tokens 8
+expect 2 "menu.txt: invalid UTF-8 at byte 3 .*data.exclude = \[\"menu.txt\"\].*iconv -f latin1 -t utf-8.*data.vocabulary = \"byte\"" \
+  -- "${byte_run[@]}" --run-dir "$tmp/chars"
 # The text streams: a reader that stops (| head) stops the generation, exit 0; SIGINT
 # stops it after the token being chosen, exit 130; either way the count on stderr is the
 # text printed (the corpus is ASCII: a byte a token), and after SIGINT the line is ended.

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "data/dataset.h"
@@ -413,4 +414,36 @@ TEST_CASE("text: windows of block_size tokens, the next one the label, the tail 
   const auto other = write(dir, "o.txt", "abc!defghijk");
   CHECK_THAT(error_of(DataOptions().format("text").train(path).test(other).block_size(4), &saved),
              Catch::Contains("U+0021"));
+}
+
+TEST_CASE("text: a byte vocabulary reads any bytes; a character one says how to read what is not UTF-8",
+          "[data][dataset][text]") {
+  kiln::test::TempDir dir;
+  std::string bytes;
+  for (int i = 0; i < 600; ++i) bytes += static_cast<char>((i * 37) % 256);  // every byte value
+  std::filesystem::create_directories(dir / "corpus");
+  write(dir, "corpus/a.txt", "plain text, as UTF-8 wants it\n");
+  const auto bin = write(dir, "corpus/b.bin", bytes);
+  const auto o = DataOptions().format("text").train(dir / "corpus").block_size(8).vocabulary("byte");
+  const auto d = load_data(o);
+  REQUIRE(d.schema.outputs == 256);
+  // The schema is JSON (data.json, a checkpoint's, the metrics' class names): bytes
+  // above 0x7F are named by value, the rest by their text. It used to throw json's
+  // "invalid UTF-8 byte" here, so no byte-vocabulary run could start.
+  CHECK(d.schema.classes[0x41] == "A");
+  CHECK(d.schema.classes[0x80] == "\\x80");
+  CHECK(d.schema.classes[0xFF] == "\\xFF");
+  const auto j = d.schema.to_json();
+  CHECK_NOTHROW(j.dump());
+  // A resume reads the files as the run's data.json says: bytes.
+  CHECK(load_data(DataOptions(o).vocabulary("char"), &d.schema).train.size() == d.train.size());
+
+  // Characters: the file that is not UTF-8, and three ways out.
+  CHECK_THAT(error_of(DataOptions(o).vocabulary("char")),
+             Catch::Contains("b.bin: invalid UTF-8 at byte") &&
+                 Catch::Contains("leave it out of the folder with data.exclude = [\"b.bin\"]") &&
+                 Catch::Contains("iconv -f latin1 -t utf-8") && Catch::Contains("data.vocabulary = \"byte\""));
+  CHECK_THAT(error_of(DataOptions(o).train(bin).vocabulary("char")),
+             Catch::Contains("b.bin: invalid UTF-8") && !Catch::Contains("data.exclude"));
+  CHECK(load_data(DataOptions(o).vocabulary("char").exclude({"*.bin"}).block_size(2)).schema.outputs < 256);
 }
