@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "data/text.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -121,6 +122,13 @@ class Parser {
 }  // namespace
 
 CsvTable parse_csv(std::string bytes, const std::string& name, const CsvOptions& options) {
+  // Names, categories and labels become JSON (data.json, metrics) and terminal text.
+  try {
+    check_utf8(bytes, name);
+  } catch (const InputError& e) {
+    throw InputError(c10::str(e.what(), "; expected UTF-8: convert the table (iconv -f latin1 -t utf-8 "
+                                        "if it is Latin-1, or save it as UTF-8 CSV)"));
+  }
   CsvTable t;
   t.path = name;
   t.delimiter = options.delimiter;

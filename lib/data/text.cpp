@@ -149,6 +149,10 @@ std::vector<std::string> files_under(const std::string& folder, const std::vecto
 
 }  // namespace
 
+void check_utf8(std::string_view bytes, const std::string& source) {
+  for_each_character(bytes, source, [](char32_t, size_t) {});
+}
+
 std::string read_text(const std::string& path, const std::vector<std::string>& exclude, bool utf8) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
@@ -162,7 +166,7 @@ std::string read_text(const std::string& path, const std::vector<std::string>& e
   for (const auto& file : paths) {
     std::string bytes = files::read(file);
     try {
-      if (utf8) for_each_character(bytes, file, [](char32_t, size_t) {});
+      if (utf8) check_utf8(bytes, file);
     } catch (const InputError& e) {
       // What to do about it: a stray binary file in a folder, or text in another encoding.
       const auto name = fs::path(file).filename().string();

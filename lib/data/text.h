@@ -28,6 +28,11 @@ namespace kiln::data {
 std::string read_text(const std::string& path, const std::vector<std::string>& exclude = {},
                       bool utf8 = true);
 
+/// Checks that `bytes` are strict UTF-8 (as read_text does); the first bad sequence
+/// throws kiln::InputError: "SOURCE: invalid UTF-8 at byte N (line L, column C): bytes
+/// XX: why". Example: check_utf8(files::read(path), path);
+void check_utf8(std::string_view bytes, const std::string& source);
+
 /// Token ids for text. `bytes()`: 256 ids, a byte's id is its value, any text encodes.
 /// `characters(text)`: the sorted distinct Unicode code points of `text` (the training
 /// text), id = rank. A character missing from the vocabulary is an error, not an

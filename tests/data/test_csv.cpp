@@ -72,4 +72,10 @@ TEST_CASE("CSV: malformed tables name the file, line and column", "[data][csv]")
              Catch::Contains("line 1, column 2: expected a column name in the header, found an empty one"));
   CHECK_THAT(error_of("a,b,a\n1,2,3\n"), Catch::Contains("column 3: the column name 'a' is repeated"));
   CHECK_THAT(error_of("a\n1\n", '"'), Catch::Contains("data.delimiter"));
+  // Latin-1 text (its names and labels would go into JSON, which crashed the run with
+  // json's "incomplete UTF-8 string"): refused by line and column, with the way out.
+  CHECK_THAT(error_of("a,plat\n1,caf\xe9\n"),
+             Catch::Contains("t.csv: invalid UTF-8 at byte 12 (line 2, column 6): bytes E9") &&
+                 Catch::Contains("expected UTF-8: convert the table (iconv -f latin1 -t utf-8"));
+  CHECK(parse_csv("\xEF\xBB\xBF" "a,plat\n1,caf\xC3\xA9\n", "t.csv").at(0, 1) == "caf\xC3\xA9");
 }
