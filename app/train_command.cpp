@@ -431,6 +431,18 @@ int run_train(const TrainCommand& cmd) {
       }
     }
     run_dir = resume.run_dir;
+    if (run_dir.empty()) {  // a checkpoint directory outside a run's checkpoints/
+      const auto where = fs::absolute(resume.checkpoint_dir).lexically_normal().parent_path();
+      const bool aside = where.filename() == train::kSupersededDir;
+      throw ConfigError(
+          resume.checkpoint_dir + ": --resume: expected a checkpoint in a run's checkpoints/ folder "
+          "(RUN/checkpoints/step_N), found one in " + where.string() + "/" +
+          (aside ? " (set aside when the run was resumed from an earlier step: a resume goes on with the "
+                   "run's own checkpoints)"
+                 : "") +
+          "; to train on from its weights in a new run: kiln train CONFIG --set model.init_from=\"" +
+          resume.checkpoint_dir + "\"");
+    }
     if (!fs::exists(run_dir / "config.toml"))
       throw ConfigError(run_dir.string() + ": --resume: expected a run directory with "
                         "config.toml, found none");
