@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "data/npy.h"
+#include "checkpoint_arg.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_layout.h"
 #include "train/trainer.h"
@@ -143,7 +144,8 @@ int run_export(const ExportCommand& cmd) {
   fs::path out = fs::path(cmd.out).lexically_normal();
   if (out.has_parent_path() && out.filename().empty()) out = out.parent_path();  // "dir/"
   check_out(out.string(), format, cmd.force);
-  const std::string checkpoint = train::resolve_checkpoint(cmd.checkpoint);
+  const auto choice = checkpoint_argument(cmd.checkpoint, cmd.best);
+  const std::string& checkpoint = choice.dir;
   const int64_t step = train::verify_checkpoint(checkpoint);
   const std::string model_path = (fs::path(checkpoint) / train::layout::kModel).string();
   const auto model = safetensors::load_file(model_path);
@@ -181,9 +183,9 @@ int run_export(const ExportCommand& cmd) {
     }
     files::sync_directory(out.has_parent_path() ? out.parent_path().string() : ".");
   }
-  std::printf("exported %zu tensors of step %lld (%s) to %s (%s%s)\n", model.tensors.size(),
-              static_cast<long long>(step), checkpoint.c_str(), out.c_str(), format.name,
-              data_json ? ", with data.json" : "");
+  std::printf("exported %zu tensors of step %lld (%s%s%s) to %s (%s%s)\n", model.tensors.size(),
+              static_cast<long long>(step), checkpoint.c_str(), choice.why.empty() ? "" : ", ",
+              choice.why.c_str(), out.c_str(), format.name, data_json ? ", with data.json" : "");
   return 0;
 }
 
@@ -198,11 +200,12 @@ int export_main(int argc, char** argv) {
   cxxopts::Options options("kiln export",
                            "Write a checkpoint's weights (every parameter and buffer by the "
                            "module's name) for NumPy or PyTorch.");
-  options.custom_help("CHECKPOINT [--format FORMAT] --out PATH [--force]");
+  options.custom_help("CHECKPOINT [--best] [--format FORMAT] --out PATH [--force]");
   options.positional_help("");
   options.add_options()
       ("checkpoint", "a checkpoint directory (RUN/checkpoints/step_N) or a run directory (its newest)",
        cxxopts::value<std::string>())
+      ("best", "with a run directory: its best checkpoint by the run's checkpoint.best metric, not its newest")
       ("format", "safetensors, npy or torch (below); without it, the one --out's extension "
                  "names: .safetensors, .pt or .pth", cxxopts::value<std::string>())
       ("out", "the file (safetensors, torch) or directory (npy) to create", cxxopts::value<std::string>())
@@ -234,6 +237,7 @@ int export_main(int argc, char** argv) {
                                   " (see kiln export --help)"));
     }
     cmd.force = args.count("force") > 0;
+    cmd.best = args.count("best") > 0;
   } catch (const cxxopts::exceptions::exception& e) {
     throw InputError(c10::str(e.what(), " (see kiln export --help)"));
   }

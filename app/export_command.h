@@ -10,6 +10,7 @@ struct ExportCommand {
   std::string format;      // safetensors | npy | torch
   std::string out;         // the file (safetensors, torch) or directory (npy) to create
   bool force = false;      // replace an existing `out` (an earlier export of the same format)
+  bool best = false;       // the run directory's best checkpoint (checkpoint.best), not its newest
 };
 
 /// Verifies the checkpoint (manifest sizes and CRC-32s), then writes its tensors to

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <vector>
 
+#include "checkpoint_arg.h"
 #include "config.h"
 #include "data/text.h"
 #include "interrupt.h"
@@ -36,7 +37,8 @@ int run_sample(const SampleCommand& cmd) {
   if (cmd.threads < 0 || cmd.threads > train::kMaxThreads)
     throw InputError(c10::str("--threads: expected an integer in 0..", train::kMaxThreads, " (0 = one per core), found ",
                               cmd.threads));
-  const std::string checkpoint = train::resolve_checkpoint(cmd.checkpoint);
+  const auto choice = checkpoint_argument(cmd.checkpoint, cmd.best);
+  const std::string& checkpoint = choice.dir;
   const int64_t step = train::verify_checkpoint(checkpoint);
 
   // The model as the run built it: its config, sized by its data schema.
@@ -69,7 +71,24 @@ int run_sample(const SampleCommand& cmd) {
 
   const auto vocab = data::Vocabulary::from_json(
       nlohmann::json::parse(schema.transform.at("vocabulary").dump()), data_path + ": transform.vocabulary");
-  const std::string prompt = cmd.prompt.empty() ? "\n" : cmd.prompt;
+  // No prompt: the text starts as after a new line, or a space where the training text
+  // had no line ends (the context the model conditions on; neither is printed).
+  std::string prompt = cmd.prompt;
+  if (prompt.empty()) {
+    const auto knows = [&](const char* text) {
+      try {
+        vocab.encode(text);
+        return true;
+      } catch (const InputError&) {
+        return false;
+      }
+    };
+    if (!knows("\n") && !knows(" "))
+      throw InputError(c10::str("--prompt: expected text to continue, found none, and the model knows neither a "
+                                "new line nor a space (what no prompt starts from): give --prompt TEXT in the ",
+                                vocab.size(), " characters of its training text"));
+    prompt = knows("\n") ? "\n" : " ";
+  }
   at::Tensor ids;
   try {
     ids = vocab.encode(prompt);
@@ -105,10 +124,11 @@ int run_sample(const SampleCommand& cmd) {
   if (made < cmd.tokens) count += c10::str(" of ", cmd.tokens);
   if (signal) stopped = c10::str("; stopped by ", InterruptGuard::name(signal));
   if (closed) stopped = "; stopped: standard output was closed";
-  std::fprintf(stderr, "kiln: %s tokens in %.2f s (%.0f tokens/s, %s, %s, step %lld of %s%s)\n",
+  std::fprintf(stderr, "kiln: %s tokens in %.2f s (%.0f tokens/s, %s, %s, step %lld of %s%s%s%s)\n",
                count.c_str(), seconds, made / std::max(seconds, 1e-9),
                cmd.cache ? "key/value cache" : "no cache", device.str().c_str(),
-               static_cast<long long>(step), checkpoint.c_str(), stopped.c_str());
+               static_cast<long long>(step), checkpoint.c_str(), choice.why.empty() ? "" : ", ",
+               choice.why.c_str(), stopped.c_str());
   return signal ? InterruptGuard::exit_code(signal) : 0;
 }
 
@@ -134,12 +154,13 @@ T number_option(const cxxopts::ParseResult& args, const std::string& name) {
 
 int sample_main(int argc, char** argv) {
   cxxopts::Options options("kiln sample", "Generate text with a trained gpt checkpoint.");
-  options.custom_help("CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]");
+  options.custom_help("CHECKPOINT [--best] [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]");
   options.positional_help("");
   options.add_options()
       ("checkpoint", "a checkpoint directory, or a run directory (its newest checkpoint)",
        cxxopts::value<std::string>())
-      ("prompt", "text to continue; empty: a new line", cxxopts::value<std::string>()->default_value(""))
+      ("best", "with a run directory: its best checkpoint by the run's checkpoint.best metric, not its newest")
+      ("prompt", "text to continue; empty: as after a new line (or a space, for a text without line ends)", cxxopts::value<std::string>()->default_value(""))
       ("tokens", "tokens to generate", cxxopts::value<std::string>()->default_value("200"))
       ("temperature", "softmax temperature; 0 = always the most likely token",
        cxxopts::value<std::string>()->default_value("0.8"))
@@ -165,6 +186,7 @@ int sample_main(int argc, char** argv) {
   cmd.top_k = number_option<int64_t>(args, "top-k");
   cmd.seed = number_option<uint64_t>(args, "seed");
   cmd.cache = args.count("no-cache") == 0;
+  cmd.best = args.count("best") > 0;
   cmd.device = args["device"].as<std::string>();
   cmd.threads = number_option<int64_t>(args, "threads");
   return run_sample(cmd);

@@ -8,6 +8,7 @@ namespace kiln::app {
 
 struct SampleCommand {
   std::string checkpoint;  // a checkpoint directory, or a run directory (its newest checkpoint)
+  bool best = false;       // the run directory's best checkpoint (checkpoint.best), not its newest
   std::string prompt;      // the text to continue; empty: a newline (the start of a line)
   int64_t tokens = 200;
   double temperature = 0.8;

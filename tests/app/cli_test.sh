@@ -141,7 +141,7 @@ expect 2 "\-\-format: expected one of safetensors, npy, torch, found \"onnx\"" -
 expect 2 "model.torch: --out: already exists; give --force to replace it" \
   -- export "$tmp/run" --format torch --out "$tmp/export/model.torch"
 expect 0 "exported" -- export "$tmp/run" --format torch --out "$tmp/export/model.torch" --force
-expect 0 "kiln export CHECKPOINT \[--format FORMAT\] --out PATH" -- export --help
+expect 0 "kiln export CHECKPOINT \[--best\] \[--format FORMAT\] --out PATH" -- export --help
 # Without --format, --out's extension names it: the same bytes as the explicit export.
 expect 0 "exported [0-9]+ tensors of step 32 .* \(safetensors" -- export "$tmp/run" --out "$tmp/export/implied.safetensors"
 expect 0 "exported [0-9]+ tensors of step 32 .* \(torch" -- export "$tmp/run" --out "$tmp/export/implied.pth"
@@ -276,6 +276,11 @@ expect 0 "final test [0-9.]+ bits per character, accuracy [0-9.]+%" -- train con
   --set model.name=gpt --set model.blocks=1 --set model.embed=16 --set model.heads=2 --set train.epochs=1
 expect 0 "kiln: 20 tokens in .* key/value cache" -- sample "$tmp/gpt" --prompt "the " --tokens 20 --temperature 0
 expect 0 "no cache" -- sample "$tmp/gpt" --prompt "the " --tokens 20 --no-cache
+# No prompt: as after a new line, or, as here (a corpus without line ends), a space.
+expect 0 "kiln: 6 tokens in" -- sample "$tmp/gpt" --tokens 6
+expect 0 "kiln: 5 tokens in .*, the best test_[a-z_]+ \([0-9.e-]+\) of [0-9]+ checkpoints?\)" -- sample "$tmp/gpt" --best --prompt "the " --tokens 5
+expect 0 "exported 4 tensors of step [0-9]+ \(.*, the best test_accuracy \([0-9.]+\) of [0-9]+ checkpoints?\)" \
+  -- export "$tmp/run" --best --out "$tmp/best.safetensors"
 # A byte vocabulary trains on any bytes (Latin-1 text here: not UTF-8), its run files
 # valid JSON; a character vocabulary refuses the file with the ways out.
 mkdir -p "$tmp/latin1"

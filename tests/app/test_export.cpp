@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "data/npy.h"
+#include "checkpoint_arg.h"
 #include "export_command.h"
 #include "support.h"
 #include "train/checkpoint.h"
@@ -157,4 +158,53 @@ TEST_CASE("export refuses bad input naming it and leaves no output behind", "[ap
   for (const auto& e : fs::directory_iterator(tmp.path())) left.push_back(e.path().filename());
   std::sort(left.begin(), left.end());
   REQUIRE(left == std::vector<std::string>{"m.pt", "npy", "run"});  // no temporaries
+}
+
+TEST_CASE("export --best takes the run's best checkpoint by its checkpoint.best metric", "[app][export]") {
+  kiln::test::TempDir tmp;
+  Tiny model;
+  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
+  const std::string run = tmp / "run";
+  kiln::train::Checkpointer checkpointer(run, model, optimizer);
+  // Steps 10, 20, 30: the best accuracy is step 20's, the best (lowest) loss step 30's;
+  // step 40 was not evaluated.
+  const std::vector<std::pair<double, double>> scores = {{0.7, 0.9}, {0.9, 0.5}, {0.8, 0.4}};
+  for (size_t i = 0; i < scores.size(); ++i) {
+    kiln::train::TrainPosition at;
+    at.step = 10 * static_cast<int64_t>(i + 1);
+    checkpointer.save(at, "", {{"test_accuracy", scores[i].first}, {"test_loss", scores[i].second}});
+  }
+  kiln::train::TrainPosition last;
+  last.step = 40;
+  checkpointer.save(last, "", {});
+  const auto config = [&](const std::string& text) { std::ofstream(tmp / "run/config.toml") << text; };
+  const auto step_dir = [&](int step) { return run + "/checkpoints/step_0000000" + std::to_string(step); };
+
+  kiln::app::ExportCommand cmd;
+  cmd.checkpoint = run;
+  cmd.format = "safetensors";
+  cmd.out = tmp / "best.safetensors";
+  cmd.best = true;
+  config("[checkpoint]\nbest = \"test_accuracy\"\n");
+  REQUIRE(kiln::app::checkpoint_argument(run, true).dir == step_dir(20));
+  REQUIRE(kiln::app::checkpoint_argument(run, true).why == "the best test_accuracy (0.9) of 4 checkpoints");
+  REQUIRE(kiln::app::checkpoint_argument(run, false).dir == step_dir(40));  // the newest
+  REQUIRE(run_export(cmd) == 0);
+  REQUIRE(fs::exists(cmd.out));
+  config("[checkpoint]\nbest = \"test_loss\"\n");
+  REQUIRE(kiln::app::checkpoint_argument(run, true).dir == step_dir(30));
+
+  // No choice: a checkpoint directory, a run that ranked none, a metric no checkpoint has.
+  CHECK_THAT(kiln::test::input_error_of([&] { kiln::app::checkpoint_argument(step_dir(10), true); }),
+             Contains("--best: expected a run directory (with checkpoints/), found a checkpoint directory"));
+  config("[checkpoint]\nbest = \"\"\n");
+  CHECK_THAT(kiln::test::input_error_of([&] { kiln::app::checkpoint_argument(run, true); }),
+             Contains("config.toml: checkpoint.best = \"\": the run ranked no checkpoint"));
+  config("[checkpoint]\nbest = \"test_r2\"\n");
+  CHECK_THAT(kiln::test::input_error_of([&] { kiln::app::checkpoint_argument(run, true); }),
+             Contains("--best: expected a checkpoint that records test_r2 (one written right after an "
+                      "evaluation), found none of the 4"));
+  fs::remove(tmp / "run/config.toml");
+  CHECK_THAT(kiln::test::input_error_of([&] { kiln::app::checkpoint_argument(run, true); }),
+             Contains("config.toml: --best: expected the run's config"));
 }
