@@ -295,7 +295,24 @@ void complete(Config& config, const std::vector<std::string>& overrides) {
   // so `--resume` from another directory reads the same files.
   for (auto* path : {&config.data.root, &config.data.train, &config.data.train_targets,
                      &config.data.test, &config.data.test_targets, &config.model.init_from})
-    if (!path->empty() && fs::path(*path).is_relative()) *path = fs::absolute(*path).lexically_normal().string();
+    if (!path->empty() && fs::path(*path).is_relative()) {
+      const std::string given = *path;
+      *path = fs::absolute(*path).lexically_normal().string();
+      // A relative path that leads nowhere: say from where it was taken (data.root's
+      // reader says what the folder should hold).
+      if (path != &config.data.root && !fs::exists(*path)) {
+        const char* key = path == &config.data.train           ? "data.train"
+                          : path == &config.data.train_targets ? "data.train_targets"
+                          : path == &config.data.test          ? "data.test"
+                          : path == &config.data.test_targets  ? "data.test_targets"
+                                                               : "model.init_from";
+        const auto it = config.origin.find(key);
+        throw ConfigError((it == config.origin.end() ? std::string("default") : it->second) + ": " + key +
+                          " = \"" + given + "\": expected a file or folder, found nothing at " + *path +
+                          " (a relative path is taken from the working directory, " +
+                          fs::current_path().string() + ")");
+      }
+    }
   try {  // the device exists (lib/train resolves it again when the run starts)
     train::resolve_device(config.train.device);
   } catch (const InputError& e) {
