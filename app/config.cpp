@@ -604,6 +604,22 @@ std::string to_toml(const Config& c) {
   return out.str();
 }
 
+std::vector<std::string> changed_settings(const Config& before, const Config& after) {
+  // An unset optimizer key stands for the optimizer's default: compared as that value.
+  const auto effective = [](const Config& c) {
+    return known_optimizer(c.optim.name) ? values_of(with_optimizer_defaults(c)) : values_of(c);
+  };
+  const auto a = effective(before), b = effective(after);
+  std::vector<std::string> out;
+  for_each_key(after, [&](const char* s, const char* k, const auto&, const char*) {
+    const std::string name = std::string(s) + "." + k;
+    const auto x = a.find(name), y = b.find(name);
+    const std::string from = x == a.end() ? "unset" : x->second, to = y == b.end() ? "unset" : y->second;
+    if (from != to) out.push_back(name + " " + from + " → " + to);
+  });
+  return out;
+}
+
 std::string describe_keys() {
   std::ostringstream out;
   Config c;

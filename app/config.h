@@ -144,6 +144,11 @@ void validate(const Config& config);
 /// so the text reads back to the same config.
 /// Example: for lion, "# beta2 = 0.99  # … (unset: lion's default)"
 std::string to_toml(const Config& config);
+
+/// The keys whose values differ between two configs, as "optim.lr 0.001 → 0.01" (an
+/// unset optimizer key as the optimizer's default; another unset key reads "unset"), in
+/// the config's order. Example: a resume's changes.
+std::vector<std::string> changed_settings(const Config& before, const Config& after);
 /// Every key with its default and help, for `kiln train --help`; an optimizer key's
 /// default is each optimizer's own, read from lib/optim ("default: adamw 0.999, lion 0.99, …").
 std::string describe_keys();

@@ -423,6 +423,7 @@ int run_train(const TrainCommand& cmd) {
   train::ResumeTarget resume;
   RunLock lock;  // the writer's hold on the run directory while this command runs
   bool restarting = false;  // --resume of a run killed before its first checkpoint
+  std::vector<std::string> resume_changes;  // --set on --resume: "optim.lr 0.001 → 0.01"
   if (!cmd.resume_dir.empty()) {
     if (!cmd.config_path.empty())
       throw ConfigError("--resume " + cmd.resume_dir + ": the run's own config.toml is used; "
@@ -464,7 +465,9 @@ int run_train(const TrainCommand& cmd) {
       throw ConfigError(run_dir.string() + ": --resume: expected a run directory with "
                         "config.toml, found none");
     config = load_config((run_dir / "config.toml").string());
+    const Config before = config;
     complete(config, cmd.overrides);
+    resume_changes = changed_settings(before, config);
   } else {
     config = resolve_config(cmd.config_path, cmd.overrides);
   }
@@ -546,6 +549,7 @@ int run_train(const TrainCommand& cmd) {
   spec.run_dir = run_dir.string();
   spec.config_toml = resolved;
   spec.resume_checkpoint = resume.checkpoint_dir;
+  spec.resume_changes = resume_changes;
   spec.init_from = config.model.init_from;
   // rank 0's console says the warnings for all; a resumed run's marker names this
   // process once the checkpoint has loaded (a refused checkpoint leaves it as it was)
@@ -591,7 +595,8 @@ int run_train(const TrainCommand& cmd) {
                 "to train (--set train.epochs=N trains on to N)\n",
                 static_cast<long long>(result.resumed_from), static_cast<long long>(config.train.epochs));
   else if (result.resumed_from > 0)
-    std::printf("resumed at step %lld\n", static_cast<long long>(result.resumed_from));
+    std::printf("resumed at step %lld%s%s\n", static_cast<long long>(result.resumed_from),
+                resume_changes.empty() ? "" : " with ", c10::Join(", ", resume_changes).c_str());
   if (result.superseded_checkpoints > 0)
     std::printf("set aside %lld later checkpoint(s) and their metrics lines in %s/%s/ and "
                 "*.superseded.jsonl\n",

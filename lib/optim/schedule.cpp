@@ -90,6 +90,13 @@ void LrSchedule::apply() {
   for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(base_lrs_[g] * f);
 }
 
+void LrSchedule::rebase(std::vector<double> base_lrs) {
+  TORCH_CHECK(base_lrs.size() == base_lrs_.size(), "LrSchedule::rebase: expected ", base_lrs_.size(),
+              " base lrs, got ", base_lrs.size());
+  base_lrs_ = std::move(base_lrs);
+  apply();
+}
+
 void LrSchedule::save(torch::serialize::OutputArchive& ar) const {
   ar.write("schedule_kind", c10::IValue(options_.kind()));
   ar.write("schedule_step", c10::IValue(step_));

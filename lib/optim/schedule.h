@@ -46,6 +46,8 @@ class LrSchedule {
   double factor(int64_t t) const;
   int64_t steps_done() const { return step_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
+  /// New base lrs (one per group, e.g. a resume's config), applied at the current step.
+  void rebase(std::vector<double> base_lrs);
   const ScheduleOptions& options() const { return options_; }
 
   /// Writes "schedule_kind", "schedule_step" and "schedule_base_lr<g>" into `archive`

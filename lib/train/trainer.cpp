@@ -357,7 +357,20 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
                                             .dump() + "\n");
   if (!spec.resume_checkpoint.empty()) {
     check_resume_shape(spec.resume_checkpoint, world, batch_, loader_->examples());
+    // The checkpoint holds the optimizer's state and the schedule's step; its
+    // hyperparameters (learning rates, betas, weight decay…) are the config's, so a
+    // resume with --set optim.lr=… trains at that rate (the load put the checkpoint's back).
+    std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> configured;
+    for (auto& group : optimizer_->param_groups()) configured.push_back(group.options().clone());
+    const std::vector<double> configured_lrs = schedule_->base_lrs();
     pos_ = checkpointer_->load(spec.resume_checkpoint);
+    const std::vector<double> saved_lrs = schedule_->base_lrs();
+    auto& groups = optimizer_->param_groups();
+    for (size_t g = 0; g < groups.size(); ++g) groups[g].set_options(std::move(configured[g]));
+    schedule_->rebase(configured_lrs);
+    if (saved_lrs != configured_lrs)
+      log::info(c10::str("learning rates from step ", pos_.step + 1, " on: ", c10::Join(", ", configured_lrs),
+                         " (the checkpoint's run had ", c10::Join(", ", saved_lrs), ")"));
     if (pos_.batch > batches_)  // a checkpoint from before dist.json counted examples
       throw InputError(c10::str("--resume ", spec.resume_checkpoint, ": its place in the epoch, batch ", pos_.batch,
                                 ", lies past this epoch's ", batches_, batches_ == 1 ? " batch" : " batches",
@@ -369,7 +382,8 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     // step (already finished) does not write it again.
     saved_step_ = pos_.step;
     result_.last_checkpoint = spec.resume_checkpoint;
-    log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step));
+    log::info(c10::str("resumed from ", spec.resume_checkpoint, " at step ", pos_.step,
+                       spec.resume_changes.empty() ? "" : " with ", c10::Join(", ", spec.resume_changes)));
   }
   if (group_) {
     // Every process starts from rank 0's parameters and buffers (a fresh run's

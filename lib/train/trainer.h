@@ -124,6 +124,10 @@ struct RunSpec {
   std::string config_toml;
   /// A checkpoint directory of this run to continue from; empty starts fresh.
   std::string resume_checkpoint;
+  /// A resume's settings that differ from the run's config.toml ("optim.lr 0.001 →
+  /// 0.01"), for train.log. The config's optimizer hyperparameters and learning rates
+  /// apply from the resumed step on; the checkpoint gives the optimizer's state.
+  std::vector<std::string> resume_changes;
   /// Weights to start a fresh run from (train/init_from.h): a .safetensors file or
   /// a checkpoint directory; ignored when resuming. Empty: random initialisation.
   std::string init_from;

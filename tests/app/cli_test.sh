@@ -162,8 +162,10 @@ done
 expect 0 "run directory $tmp/runs/tiny\b" -- train configs/tiny.toml --set run.dir=$tmp/runs --set train.max_steps=2
 expect 0 "run directory $tmp/runs/tiny-2\b" -- train configs/tiny.toml --set run.dir=$tmp/runs --set train.max_steps=2
 
-# Resume to two epochs continues from step 32.
-expect 0 "resumed at step 32" -- train --resume "$tmp/run" --set train.epochs=2
+# Resume to two epochs continues from step 32, at the learning rate --set gives (the
+# optimizer's default, 0.001, when the run left it unset); the line lists what changed.
+expect 0 "resumed at step 32 with optim.lr 0.001 → 0.002, train.epochs 1 → 2" \
+  -- train --resume "$tmp/run" --set train.epochs=2 --set optim.lr=0.002
 expect 0 "resumed at step 64, where the run had already finished its 2 epoch\(s\): nothing to train" \
   -- train --resume "$tmp/run"
 expect 2 "give --set overrides instead of a CONFIG file" -- train configs/tiny.toml --resume "$tmp/run"

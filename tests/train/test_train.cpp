@@ -14,6 +14,7 @@
 #include "run_files.h"
 #include "support.h"
 #include "optim/adamw.h"
+#include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -330,6 +331,37 @@ TEST_CASE("an epoch's-end checkpoint holds the epoch's evaluation; resuming from
   REQUIRE(third.last_checkpoint == second.last_checkpoint);
   REQUIRE(std::filesystem::last_write_time(second.last_checkpoint + "/manifest.json") == before);
   REQUIRE(read_metrics(dir / "run").size() == lines);
+}
+
+TEST_CASE("a resume trains with the config's learning rate and optimizer settings, not the checkpoint's",
+          "[train][resume]") {
+  kiln::test::TempDir dir;
+  kiln::train::TrainObserver quiet;
+  auto spec = small_spec(dir / "run");
+  spec.train.epochs(2).max_steps(20).log_every(1);
+  spec.schedule.kind("cosine").warmup_steps(5).min_lr_ratio(0.1);
+  spec.optim.lr = 1e-3;
+  kiln::train::train(spec, quiet);
+  auto again = spec;
+  again.resume_checkpoint = kiln::train::latest_checkpoint(dir / "run").value();
+  again.train.max_steps(30);
+  again.optim.lr = 4e-3;  // --set optim.lr on --resume: it used to be ignored (the checkpoint's 1e-3 came back)
+  kiln::train::train(again, quiet);
+  // The schedule keeps its place (step 20 of 80), its base is the new rate.
+  kiln::optim::ScheduleOptions shape;
+  shape.kind("cosine").warmup_steps(5).total_steps(80).min_lr_ratio(0.1);
+  torch::optim::SGD probe({torch::zeros({1}, torch::requires_grad())}, torch::optim::SGDOptions(1.0));
+  const kiln::optim::LrSchedule schedule(probe, shape);
+  int checked = 0;
+  for (const auto& l : read_metrics(dir / "run")) {
+    if (l["split"] != "train") continue;
+    const int64_t step = l["step"].get<int64_t>();
+    const double base = step <= 20 ? 1e-3 : 4e-3;  // step 20's line is the first run's; a line shows the next step's lr
+    INFO("step " << step);
+    REQUIRE(l["lr"].get<double>() == Approx(base * schedule.factor(step)).epsilon(1e-12));
+    ++checked;
+  }
+  REQUIRE(checked == 30);
 }
 
 TEST_CASE("a metrics line cut short by a crash is set aside on resume, not left mid-file",
