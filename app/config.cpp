@@ -96,7 +96,7 @@ void for_each_key(C& c, V&& v) {
   v("model", "tie_embeddings", c.model.tie_embeddings,
     "gpt: the output head is the token embedding's matrix");
   v("model", "init_from", c.model.init_from,
-    "start from these weights (.safetensors or a checkpoint directory), matched by name; \"\" = random");
+    "start from these weights (.safetensors, a checkpoint directory, or a run directory: its newest), matched by name; \"\" = random");
   v("optim", "name", c.optim.name, "optimizer: adamw, sgd, lion or muon");
   v("optim", "lr", c.optim.lr, "peak learning rate (muon: of the matrices)");
   v("optim", "weight_decay", c.optim.weight_decay,

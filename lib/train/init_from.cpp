@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "train/checkpoint.h"
 #include "util/error.h"
 #include "util/safetensors.h"
 
@@ -16,10 +17,23 @@ namespace kiln::train {
 int64_t init_from(torch::nn::Module& model, const std::string& path) {
   namespace fs = std::filesystem;
   std::string file = path;
-  if (fs::is_directory(path)) file = (fs::path(path) / "model.safetensors").string();
+  if (fs::is_directory(fs::path(path) / "checkpoints")) {  // a run directory: its newest checkpoint
+    const auto newest = latest_checkpoint(path);
+    if (!newest)
+      throw InputError(c10::str("model.init_from: ", path, ": expected a complete checkpoint under checkpoints/, "
+                                "found none"));
+    file = (fs::path(*newest) / "model.safetensors").string();
+  } else if (fs::is_directory(path)) {
+    file = (fs::path(path) / "model.safetensors").string();
+  }
   if (!fs::is_regular_file(file))
-    throw InputError(c10::str("model.init_from: expected a .safetensors file or a checkpoint "
-                              "directory, found ", fs::exists(path) ? "" : "nothing at ", path));
+    throw InputError(c10::str("model.init_from: expected a .safetensors file, a checkpoint directory or a run "
+                              "directory (its newest checkpoint), found ",
+                              !fs::exists(path)        ? "nothing at "
+                              : fs::is_directory(path) ? "a directory with neither model.safetensors nor "
+                                                         "checkpoints/ at "
+                                                       : "",
+                              path));
   const auto contents = safetensors::load_file(file);
   std::map<std::string, at::Tensor> saved(contents.tensors.begin(), contents.tensors.end());
 

@@ -8,8 +8,8 @@
 
 namespace kiln::train {
 
-/// Copies every tensor of `path` (a .safetensors file, or a checkpoint directory's
-/// model.safetensors) into the parameter or buffer of `model` with the same name,
+/// Copies every tensor of `path` (a .safetensors file, a checkpoint directory's
+/// model.safetensors, or a run directory's newest checkpoint's) into the parameter or buffer of `model` with the same name,
 /// converting the dtype where they differ. Nothing is copied unless all match: the
 /// tensors the model has and the file lacks, those the file has and the model lacks,
 /// and those whose shapes differ are listed together in one kiln::InputError.

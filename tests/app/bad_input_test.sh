@@ -152,6 +152,7 @@ npz-deflate-corrupt      | f npz d.deflated.npz 'x=<f4:(64, 2):00000000:128' 'y=
 text-utf8                | printf 'the cat \xff\xfe sat\n' > c.txt | train $T --set data.format=text --set data.train=c.txt --set model.name=gpt --run-dir new | c.txt: invalid UTF-8 at byte 8 (line 1, column 9): bytes FF
 text-empty               | : > c.txt | train $T --set data.format=text --set data.train=c.txt --set model.name=gpt --run-dir new | c.txt: empty corpus: the file holds no text
 text-short               | printf 'abc\n' > c.txt | train $T --set data.format=text --set data.train=c.txt --set model.name=gpt --run-dir new | expected at least data.block_size + 1 = 33
+init-from-neither        | mkdir weights | train $T --set model.init_from=weights --run-dir new | model.init_from: expected a .safetensors file, a checkpoint directory or a run directory (its newest checkpoint), found a directory with neither model.safetensors nor checkpoints/ at;;/weights
 init-from-forged-length  | cp $ck/model.safetensors w.safetensors; f st_edit w.safetensors 'n = 1 << 40' | train $T --set model.init_from=w.safetensors --run-dir new | w.safetensors: header length: expected at most
 manifest-missing         | rm $ck/manifest.json | export $ck --format npy --out out | manifest.json;;expected a checkpoint directory (with manifest.json)
 manifest-not-json        | f cut $ck/manifest.json 40 | train --resume run     | manifest.json: truncated or corrupted: expected JSON

@@ -5,6 +5,7 @@
 
 #include "nn/mlp.h"
 #include "support.h"
+#include "train/checkpoint.h"
 #include "train/init_from.h"
 #include "util/error.h"
 #include "util/safetensors.h"
@@ -59,6 +60,34 @@ TEST_CASE("init_from copies a safetensors file's tensors by name, or refuses all
   CHECK_THROWS_WITH(kiln::train::init_from(*narrow, dir / "w.safetensors"),
                     Catch::Contains("unexpected (the model has no such tensor): layers.1.bias, layers.1.weight"));
   CHECK_THROWS_WITH(kiln::train::init_from(*narrow, dir / "none.safetensors"),
-                    Catch::Contains("model.init_from: expected a .safetensors file or a checkpoint "
-                                    "directory, found nothing at"));
+                    Catch::Contains("model.init_from: expected a .safetensors file, a checkpoint directory "
+                                    "or a run directory (its newest checkpoint), found nothing at"));
+}
+
+TEST_CASE("init_from takes a run directory's newest checkpoint", "[train][init_from]") {
+  kiln::test::TempDir dir;
+  torch::manual_seed(2);
+  kiln::nn::Mlp model(kiln::nn::MlpOptions(6, {8}, 3));
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  kiln::train::Checkpointer checkpointer(dir / "run", *model, optimizer);
+  kiln::train::TrainPosition at;
+  at.step = 1;
+  checkpointer.save(at, "", {});
+  // Step 2's weights differ from step 1's.
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->parameters()) p.add_(1.0f);
+  std::vector<at::Tensor> newest;
+  for (const auto& [n, t] : state(*model)) newest.push_back(t.clone());
+  at.step = 2;
+  checkpointer.save(at, "", {});
+  kiln::nn::Mlp fresh(kiln::nn::MlpOptions(6, {8}, 3));
+  REQUIRE(kiln::train::init_from(*fresh, dir / "run") == 4);
+  const auto got = state(*fresh);
+  for (size_t i = 0; i < got.size(); ++i) REQUIRE(at::equal(got[i].second, newest[i]));
+  std::filesystem::create_directories(dir / "empty/checkpoints");
+  CHECK_THROWS_WITH(kiln::train::init_from(*fresh, dir / "empty"),
+                    Catch::Contains("expected a complete checkpoint under checkpoints/, found none"));
+  std::filesystem::create_directories(dir / "neither");
+  CHECK_THROWS_WITH(kiln::train::init_from(*fresh, dir / "neither"),
+                    Catch::Contains("found a directory with neither model.safetensors nor checkpoints/ at"));
 }
