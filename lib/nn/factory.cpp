@@ -5,6 +5,7 @@
 #include <c10/util/accumulate.h>
 
 #include "util/error.h"
+#include "util/log.h"
 
 namespace kiln::nn {
 
@@ -32,6 +33,14 @@ void fit_to_data(ModelSpec& spec, const std::vector<int64_t>& input_shape, int64
                                 "(C, H, W) or (H, W), found ", c10::IntArrayRef(input_shape),
                                 flat != in_features ? " (encoded as tokens)" : "",
                                 "; a table or text trains with mlp, deep_mlp or dynamic_mlp"));
+    // (H, W, C) images, as PIL, TensorFlow and most NumPy pipelines keep them, would
+    // train as C = H channels of H × C pixels: nothing fails, the model just sees noise.
+    if (input_shape.size() == 3 && input_shape[0] > 4 && input_shape[1] > 4 &&
+        (input_shape[2] == 1 || input_shape[2] == 3 || input_shape[2] == 4))
+      log::warn(c10::str("model.name = \"convnet\": examples of shape ", c10::IntArrayRef(input_shape),
+                         " are read as (C, H, W): ", input_shape[0], " channels of ", input_shape[1], " x ",
+                         input_shape[2], " pixels; if they are (H, W, C) images (channels last), transpose "
+                         "them first (NumPy: x.transpose(0, 3, 1, 2))"));
   }
   spec.convnet.input_shape(input_shape).out_features(outputs);
 }
