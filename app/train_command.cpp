@@ -594,6 +594,11 @@ int run_train(const TrainCommand& cmd) {
     std::printf("resumed at step %lld, where the run had already finished its %lld epoch(s): nothing "
                 "to train (--set train.epochs=N trains on to N)\n",
                 static_cast<long long>(result.resumed_from), static_cast<long long>(config.train.epochs));
+  else if (result.resumed_from > 0 && !result.interrupted_by && result.steps == result.resumed_from &&
+           config.train.max_steps > 0 && result.steps >= config.train.max_steps)
+    std::printf("resumed at step %lld, where the run had already reached train.max_steps = %lld: nothing to "
+                "train (--set train.max_steps=N trains on to step N, 0 to the last epoch)\n",
+                static_cast<long long>(result.resumed_from), static_cast<long long>(config.train.max_steps));
   else if (result.resumed_from > 0)
     std::printf("resumed at step %lld%s%s\n", static_cast<long long>(result.resumed_from),
                 resume_changes.empty() ? "" : " with ", c10::Join(", ", resume_changes).c_str());
@@ -635,7 +640,7 @@ int run_train(const TrainCommand& cmd) {
       std::printf("\n");
     }
   }
-  if (why)
+  if (why && !(result.resumed_from > 0 && result.steps == result.resumed_from && !result.interrupted_by))
     std::printf("stopped after %lld steps (%s), %s; continue with: kiln train --resume %s\n",
                 static_cast<long long>(result.steps), why, format_duration(result.seconds).c_str(),
                 run_dir.c_str());

@@ -377,6 +377,16 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
                                 ": the training split is smaller than "
                                 "the checkpoint's run had; resume with the run's data (its data.* keys), or start a "
                                 "new run from these weights with model.init_from=", spec.resume_checkpoint));
+    // Fewer epochs than the run has trained would leave a run whose config says less
+    // than its checkpoints did (and a later resume would follow the config).
+    if (pos_.epoch * batches_ + pos_.batch > opt_.epochs() * batches_) {
+      const int64_t done = pos_.epoch + (pos_.batch > 0 ? 1 : 0);
+      throw InputError(c10::str("train.epochs: expected at least ", done, " (the run has trained ",
+                                pos_.batch > 0 && pos_.batch < batches_ ? "into epoch " : "", done,
+                                pos_.batch > 0 && pos_.batch < batches_ ? "" : done == 1 ? " epoch" : " epochs",
+                                ": ", spec.resume_checkpoint, " is step ", pos_.step, "), found ", opt_.epochs(),
+                                "; to stop a run early, train.max_steps"));
+    }
     result_.resumed_from = pos_.step;
     // The checkpoint of this step is the one just read: a run that trains no further
     // step (already finished) does not write it again.
@@ -782,7 +792,9 @@ TrainResult Run::run() {
   if (augment_)  // on the worker, before the copy to the device
     batch_options.transform([a = *augment_](data::Batch b) { return data::augment(std::move(b), a); });
   data::PrefetchLoader batches(*loader_, batch_options);
-  bool stopped = false;
+  // A resume of a run that stopped at train.max_steps, with the same limit: no step
+  // (the check after each step would let one more through).
+  bool stopped = opt_.max_steps() > 0 && pos_.step >= opt_.max_steps();
   try {
     for (; pos_.epoch < opt_.epochs() && !stopped; ++pos_.epoch, pos_.batch = 0) {
       batches.start(pos_.epoch, pos_.batch);

@@ -229,7 +229,9 @@ kill -INT $pid; wait $pid; rc=$?
 check "SIGINT exits with 130 (got $rc)" test $rc -eq 130
 check "SIGINT says how to continue" grep -q "stopped after [0-9]* steps (SIGINT).*--resume" "$tmp/sigint.out"
 check "SIGINT writes a complete checkpoint" compgen -G "$tmp/sigint/checkpoints/step_*/manifest.json" >/dev/null
-expect 0 "resumed at step [1-9]" -- train --resume "$tmp/sigint" --set train.epochs=1
+# One step more than it made (its checkpoint's step; it may be past the first epoch).
+last_step() { local c; c="$(ls -d "$1"/checkpoints/step_* | tail -1)"; echo $((10#${c##*step_})); }
+expect 0 "resumed at step [1-9]" -- train --resume "$tmp/sigint" --set train.max_steps=$(( $(last_step "$tmp/sigint") + 1 ))
 # A second SIGTERM ends the process at once (143); the last complete checkpoint is intact.
 "$kiln" train configs/tiny.toml --run-dir "$tmp/sigterm" --set train.epochs=100 \
   --set checkpoint.every=1 >"$tmp/sigterm.out" 2>&1 &
@@ -237,11 +239,18 @@ pid=$!
 wait_for_steps "$tmp/sigterm" 2
 kill -TERM $pid; kill -TERM $pid; wait $pid; rc=$?
 check "a second SIGTERM exits with 143 (got $rc)" test $rc -eq 143
-expect 0 "resumed at step [1-9]" -- train --resume "$tmp/sigterm" --set train.epochs=1
+expect 0 "resumed at step [1-9]" -- train --resume "$tmp/sigterm" --set train.max_steps=$(( $(last_step "$tmp/sigterm") + 1 ))
 # --resume latest: the most recent run under ./runs (run.dir's default).
 expect 0 "run directory $tmp/lat/runs/tiny\b" -- train configs/tiny.toml --set run.dir="$tmp/lat/runs" --set train.max_steps=3
 pushd "$tmp/lat" >/dev/null
 expect 0 "resumed at step 3\b" -- train --resume latest --set train.max_steps=5
+# Resumed again with the limit it stopped at: nothing to train, and no hint to resume again.
+expect 0 "resumed at step 5, where the run had already reached train.max_steps = 5: nothing to train" \
+  -- train --resume latest
+checks=$((checks + 1))
+if "$kiln" train --resume latest 2>&1 | grep -q "stopped after\|continue with"; then
+  failures=$((failures + 1)); echo "FAIL: a resume that trained nothing said to resume again"
+fi
 popd >/dev/null
 expect 2 "cannot be given with it" -- train --resume latest --run-dir "$tmp/x"
 

@@ -364,6 +364,32 @@ TEST_CASE("a resume trains with the config's learning rate and optimizer setting
   REQUIRE(checked == 30);
 }
 
+TEST_CASE("a resume that trains nothing takes no step; fewer epochs than trained are refused",
+          "[train][resume]") {
+  kiln::test::TempDir dir;
+  kiln::train::TrainObserver quiet;
+  auto spec = small_spec(dir / "run");
+  spec.train.epochs(2).max_steps(50);  // 40 steps an epoch: stops 10 steps into the second
+  REQUIRE(kiln::train::train(spec, quiet).steps == 50);
+  auto again = spec;
+  again.resume_checkpoint = kiln::train::latest_checkpoint(dir / "run").value();
+  // The same train.max_steps: it used to take one more step, and write a step 51.
+  const auto idle = kiln::train::train(again, quiet);
+  REQUIRE(idle.steps == 50);
+  REQUIRE(kiln::train::latest_checkpoint(dir / "run").value() == again.resume_checkpoint);
+  // train.epochs below what the run has trained: refused before anything is written.
+  const auto lines = read_metrics(dir / "run").size();
+  auto fewer = again;
+  fewer.train.epochs(1).max_steps(0);
+  CHECK_THAT(kiln::test::input_error_of([&] { kiln::train::train(fewer, quiet); }),
+             Catch::Contains("train.epochs: expected at least 2 (the run has trained into epoch 2: ") &&
+                 Catch::Contains("is step 50), found 1; to stop a run early, train.max_steps"));
+  REQUIRE(read_metrics(dir / "run").size() == lines);
+  auto more = again;
+  more.train.max_steps(0);
+  REQUIRE(kiln::train::train(more, quiet).steps == 80);
+}
+
 TEST_CASE("a metrics line cut short by a crash is set aside on resume, not left mid-file",
           "[train][resume]") {
   kiln::test::TempDir dir;
