@@ -174,7 +174,6 @@ safetensors-shape        | ck_st 'h["layers.0.weight"]["shape"] = [16, 392]' | t
 safetensors-offsets      | ck_st 'h["layers.0.bias"]["data_offsets"] = [0, 99999]' | train --resume run | model.safetensors: ;;data_offsets
 safetensors-no-tensor    | ck_st 'del h["layers.0.bias"]' | train --resume run | model.safetensors: data bytes [0, 32) belong to no tensor
 other-model              | -  | train --resume run --set 'model.hidden=[16]'    | model.safetensors: 'layers.0.weight' is Float[8, 784] but the model's is Float[16, 784]
-other-optimizer          | -  | train --resume run --set optim.name=sgd       | /optimizer.pt: ;;SGD;;AdamW
 optimizer-truncated      | ck_cut optimizer.pt 1000 | train --resume run      | /optimizer.pt: 
 optimizer-garbage        | head -c 4000 /dev/urandom > $ck/optimizer.pt; reseal optimizer.pt | train --resume run | /optimizer.pt: 
 trainer-truncated        | ck_cut trainer.pt 3000 | train --resume run        | /trainer.pt: 
@@ -195,6 +194,8 @@ data-json-broken         | ck_text data.json '{"format": "idx", "task"' | train 
 data-json-field          | ck_text data.json '{"format": "idx", "task": "dance"}' | train --resume run | data.json: ;;task;;dance
 data-json-transform      | ck_text data.json '{"format": "idx", "task": "classification", "input_shape": [784], "outputs": 10, "classes": ["0","1","2","3","4","5","6","7","8","9"], "transform": {"std": 0}}' | train --resume run | data.json: transform.mean: expected a finite number, found nothing
 dist-json-broken         | ck_text dist.json '{"processes": "two"}' | train --resume run | dist.json: expected {"processes": N, …}, found {"processes": "two"}
+resume-optimizer         | -  | train --resume run --set optim.name=sgd      | --set: optim.name: expected the run's "adamw" on --resume (its checkpoints hold state made for it), found "sgd";;--set model.init_from=;;--set optim.name=sgd
+resume-model             | -  | train --resume run --set model.name=deep_mlp | --set: model.name: expected the run's "mlp" on --resume;;found "deep_mlp"
 resume-batch-size        | -  | train --resume run --set train.batch_size=32 | train.batch_size: expected 64 examples a step (the checkpoint's run had 64;;found 32;;raise train.accumulate instead;;model.init_from=
 resume-train-limit       | -  | train --resume run --set data.train_limit=600 | the training split: expected 640 examples an epoch (the checkpoint's run had 640;;found 600;;data.train_limit;;model.init_from=
 resume-old-past-epoch    | ck_text dist.json '{"processes": 1}' | train --resume run --set data.train_limit=64 | its place in the epoch, batch 10, lies past this epoch's 1 batch: the training split is smaller;;model.init_from=
