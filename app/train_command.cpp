@@ -493,7 +493,8 @@ int run_train(const TrainCommand& cmd) {
     std::string would;
     if (!cmd.resume_dir.empty()) {
       would = restarting ? "would start " + run_dir.string() + " again from step 0 (stopped before its first checkpoint)"
-                         : "would continue in " + run_dir.string() + " from " + resume.checkpoint_dir;
+                         : "would continue in " + run_dir.string() + " from " + resume.checkpoint_dir +
+                               (resume_changes.empty() ? "" : " with " + c10::Join(", ", resume_changes));
     } else if (!cmd.run_dir.empty()) {
       if (!is_free(cmd.run_dir))
         throw ConfigError(cmd.run_dir + ": already holds a run; continue it with --resume " + cmd.run_dir +

@@ -376,7 +376,9 @@ expect 0 "memory estimate: a training step at batch 64" -- train configs/tiny.to
 check "--dry-run created no run directory" test ! -e "$tmp/dry"
 runs_before="$(cd "$tmp" && find runs run -exec stat -c '%n %s %Y' {} + | sort)"
 expect 0 "kiln train --dry-run: run directory $tmp/runs/tiny-3 \(nothing written\)" -- train configs/tiny.toml --set run.dir="$tmp/runs" --dry-run
-expect 0 "kiln train --dry-run: would continue in $tmp/run from $tmp/run/checkpoints/step_000000064" -- train --resume "$tmp/run" --dry-run
+expect 0 "kiln train --dry-run: would continue in $tmp/run from $tmp/run/checkpoints/step_000000064 \(nothing" -- train --resume "$tmp/run" --dry-run
+expect 0 "would continue in $tmp/run from $tmp/run/checkpoints/step_000000064 with train.epochs 2 → 3 \(nothing written\)" \
+  -- train --resume "$tmp/run" --dry-run --set train.epochs=3
 expect 2 "already holds a run; continue it with --resume" -- train configs/tiny.toml --run-dir "$tmp/run" --dry-run
 expect 0 "kiln train --dry-run: run directory $tmp/dry2 \(nothing written\)" -- train configs/tiny.toml --run-dir "$tmp/dry2" --dry-run
 expect 2 "\-\-set train.epochs=x: \[train\] epochs: expected an integer" -- train configs/tiny.toml --run-dir "$tmp/dry3" --dry-run --set train.epochs=x
