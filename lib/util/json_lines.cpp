@@ -65,6 +65,7 @@ int64_t move_json_lines_after(const std::string& path, int64_t step, const std::
 bool has_json_line(const std::string& path, const std::string& split, int64_t step) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
+    if (line.find(split) == std::string::npos) continue;  // not parsed: a long run has many lines
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("split") && j["split"] == split && j.contains("step") && j["step"].is_number() &&
         j["step"].get<double>() == static_cast<double>(step))

@@ -3,6 +3,7 @@
 // errors, all as kiln::IoError naming the path and the OS's reason.
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 
 #include "support.h"
 #include "util/error.h"
@@ -117,4 +118,20 @@ TEST_CASE("remove_tree removes a tree without following its links, and names wha
   const auto p = io_error_of([] { kiln::files::remove_tree("/proc/version"); });
   REQUIRE_THAT(p.what(), Catch::StartsWith("/proc/version: cannot remove: "));
   REQUIRE(fs::exists(outside / "kept"));
+}
+
+TEST_CASE("has_json_line finds a line by split and step, skipping lines that are not JSON", "[util][files]") {
+  kiln::test::TempDir dir;
+  const std::string path = dir / "metrics.jsonl";
+  REQUIRE_FALSE(kiln::has_json_line(path, "test", 1));  // no file
+  std::ofstream(path) << R"({"split":"train","step":40,"loss":1})" << "\n"
+                      << "not json, with test in it\n"
+                      << R"({"split": "test", "step": 40.0, "loss": 1})" << "\n"
+                      << R"({"split":"test","step":"80"})" << "\n"
+                      << R"({"split":"test","step":12,"lo)";  // cut short
+  CHECK(kiln::has_json_line(path, "test", 40));
+  CHECK(kiln::has_json_line(path, "train", 40));
+  CHECK_FALSE(kiln::has_json_line(path, "test", 80));  // a step that is not a number
+  CHECK_FALSE(kiln::has_json_line(path, "test", 12));
+  CHECK_FALSE(kiln::has_json_line(path, "train", 41));
 }
