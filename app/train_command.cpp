@@ -390,10 +390,12 @@ Config resolve_config(const std::string& config_path, const std::vector<std::str
 namespace {
 
 // The run's outcome as the last JSON line of --log-format=json.
-void print_json_result(const train::TrainResult& result, const fs::path& run_dir, const char* why) {
+void print_json_result(const train::TrainResult& result, const fs::path& run_dir, const char* why,
+                       const std::vector<std::string>& resume_changes) {
   nlohmann::ordered_json fields = {{"run_dir", run_dir.string()}, {"steps", result.steps},
                                    {"finished", result.finished}, {"seconds", result.seconds},
                                    {"resumed_from", result.resumed_from},
+                                   {"resume_changes", resume_changes},
                                    {"last_checkpoint", result.last_checkpoint},
                                    {"skipped_steps", result.skipped_steps}};
   fields["stopped_by"] = why ? nlohmann::ordered_json(why) : nlohmann::ordered_json();
@@ -599,7 +601,7 @@ int run_train(const TrainCommand& cmd) {
   const int exit_code = result.interrupted_by ? InterruptGuard::exit_code(result.interrupted_by) : 0;
   if (follower) return exit_code;
   if (mode == ConsoleMode::kJson) {
-    print_json_result(result, run_dir, why);
+    print_json_result(result, run_dir, why, resume_changes);
     return exit_code;
   }
   if (result.resumed_from > 0 && result.finished && result.steps == result.resumed_from)

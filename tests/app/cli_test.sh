@@ -355,8 +355,18 @@ assert kinds[0] == "run" and kinds[1] == "start" and kinds[-1] == "result", kind
 assert "eval" in kinds and "progress" in kinds, kinds
 result = events[-1]
 assert result["finished"] and result["steps"] == 10 and 0 < result["metrics"]["accuracy"] <= 1, result
+assert result["resume_changes"] == [], result
 ' "$tmp/json.out"; then
   failures=$((failures + 1)); echo "FAIL: --log-format=json:"; head -5 "$tmp/json.out"
+fi
+checks=$((checks + 1))
+"$kiln" train --resume "$tmp/json" --set train.epochs=2 --log-format=json > "$tmp/json2.out" 2>&1
+if [[ $? -ne 0 ]] || ! python3 -c '
+import json, sys
+result = [json.loads(line) for line in open(sys.argv[1])][-1]
+assert result["resumed_from"] == 10 and result["resume_changes"] == ["train.epochs 1 → 2"], result
+' "$tmp/json2.out"; then
+  failures=$((failures + 1)); echo "FAIL: --log-format=json of a resume:"; tail -2 "$tmp/json2.out"
 fi
 # kiln summary: the config resolved as kiln train resolves it (--set values with commas
 # too), the module table and the memory estimate; bad input as kiln train's, exit 2.
