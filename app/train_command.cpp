@@ -473,14 +473,16 @@ int run_train(const TrainCommand& cmd) {
     resume_changes = changed_settings(before, config);
     // What a checkpoint's state is made for: another model, optimizer or schedule cannot
     // take it (the load would refuse it file by file); say so by the key, and the way on.
-    for (const auto& [key, was, now] : {std::tuple{"model.name", before.model.name, config.model.name},
-                                        std::tuple{"optim.name", before.optim.name, config.optim.name},
-                                        std::tuple{"schedule.name", before.schedule.name, config.schedule.name}})
-      if (was != now)
-        throw ConfigError(std::string("--set: ") + key + ": expected the run's \"" + was +
-                          "\" on --resume (its checkpoints hold state made for it), found \"" + now +
-                          "\"; to go on from these weights with " + now + ", start a new run: kiln train CONFIG "
-                          "--set model.init_from=\"" + run_dir.string() + "\" --set " + key + "=" + now);
+    // (A run restarted from step 0 has no checkpoint to hold it to.)
+    if (!restarting)
+      for (const auto& [key, was, now] : {std::tuple{"model.name", before.model.name, config.model.name},
+                                          std::tuple{"optim.name", before.optim.name, config.optim.name},
+                                          std::tuple{"schedule.name", before.schedule.name, config.schedule.name}})
+        if (was != now)
+          throw ConfigError(std::string("--set: ") + key + ": expected the run's \"" + was +
+                            "\" on --resume (its checkpoints hold state made for it), found \"" + now +
+                            "\"; to go on from these weights with " + now + ", start a new run: kiln train CONFIG "
+                            "--set model.init_from=\"" + run_dir.string() + "\" --set " + key + "=" + now);
   } else {
     config = resolve_config(cmd.config_path, cmd.overrides);
   }
