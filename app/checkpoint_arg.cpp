@@ -48,16 +48,13 @@ CheckpointChoice checkpoint_argument(const std::string& arg, bool best) {
                               metric, "\""));
   const bool higher = train::higher_is_better(metric.substr(5));
   const auto found =
-      train::best_checkpoint(run.string(), metric, higher ? train::MetricMode::kMax : train::MetricMode::kMin);
+      train::best_checkpoint(checkpoints, metric, higher ? train::MetricMode::kMax : train::MetricMode::kMin);
   if (!found)
     throw InputError(c10::str(arg, ": --best: expected a checkpoint that records ", metric,
                               " (one written right after an evaluation), found none of the ", checkpoints.size(),
                               "; give a checkpoint directory, or the run without --best (its newest)"));
-  double value = 0.0;
-  for (const auto& c : checkpoints)
-    if (c.dir == *found) value = c.metrics.at(metric);
-  return {*found, c10::str("the best ", metric, " (", value, ") of ", checkpoints.size(),
-                           checkpoints.size() == 1 ? " checkpoint" : " checkpoints")};
+  return {found->dir, c10::str("the best ", metric, " (", found->metrics.at(metric), ") of ", checkpoints.size(),
+                               checkpoints.size() == 1 ? " checkpoint" : " checkpoints")};
 }
 
 }  // namespace kiln::app

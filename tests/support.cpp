@@ -3,6 +3,7 @@
 
 #include "util/error.h"
 #include "util/files.h"
+#include "util/log.h"
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -162,6 +163,12 @@ int run_self(const std::vector<std::string>& args, std::string& output) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255;
 }
+
+CapturedWarnings::CapturedWarnings() {
+  log::set_warning_listener([this](log::Level, std::string_view m) { messages_.emplace_back(m); });
+}
+
+CapturedWarnings::~CapturedWarnings() { log::set_warning_listener({}); }
 
 TempDir::TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "kiln-test-XXXXXX").string();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace kiln::test {
 
@@ -79,6 +80,21 @@ std::string input_error_of(const std::function<void()>& f);
 /// its standard output and error together in `output`; returns its exit status (the
 /// exit code, or 128 + the signal that ended it).
 int run_self(const std::vector<std::string>& args, std::string& output);
+
+/// The warnings kiln logs while the object lives (log::set_warning_listener), the
+/// listener removed when it goes, a failed check included.
+/// Example: CapturedWarnings warned; load_data(o); REQUIRE(warned.messages().size() == 1);
+class CapturedWarnings {
+ public:
+  CapturedWarnings();
+  ~CapturedWarnings();
+  CapturedWarnings(const CapturedWarnings&) = delete;
+  CapturedWarnings& operator=(const CapturedWarnings&) = delete;
+  const std::vector<std::string>& messages() const { return messages_; }
+
+ private:
+  std::vector<std::string> messages_;
+};
 
 /// A fresh temporary directory, removed when the object goes.
 class TempDir {

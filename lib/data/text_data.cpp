@@ -42,8 +42,7 @@ Data text_data(const DataOptions& o, const DataSchema* saved) {
   } else {
     // A character vocabulary is the alphabet of all the text the run reads (a missing
     // character could not be encoded), not a statistic fitted on the training part.
-    const auto vocab = o.vocabulary() == "byte" ? Vocabulary::bytes()
-                                                : Vocabulary::characters(train_text + test_text);
+    const auto vocab = byte_vocabulary ? Vocabulary::bytes() : Vocabulary::characters(train_text + test_text);
     s.format = "text";
     s.task = Task::kClassification;
     s.input_shape = {o.block_size()};
@@ -51,9 +50,13 @@ Data text_data(const DataOptions& o, const DataSchema* saved) {
     // Class names are JSON strings (data.json, metrics): a byte above 0x7F is no UTF-8
     // text alone, so it is named by its value, "\x80"; every other id by its text.
     for (int64_t id = 0; id < vocab.size(); ++id) {
+      if (!byte_vocabulary || id < 0x80) {
+        s.classes.push_back(vocab.token_text(id));
+        continue;
+      }
       char hex[8];
       std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned>(id));
-      s.classes.push_back(o.vocabulary() == "byte" && id >= 0x80 ? std::string(hex) : vocab.token_text(id));
+      s.classes.emplace_back(hex);
     }
     s.transform = {{"encoding", encoding},
                    {"block_size", o.block_size()},

@@ -149,6 +149,9 @@ int64_t verify_checkpoint(const std::string& checkpoint_dir);
 /// any checkpoint recorded it.
 std::optional<std::string> best_checkpoint(const std::string& run_dir, const std::string& metric,
                                            MetricMode mode);
+/// The same among checkpoints already listed (list_checkpoints, in step order).
+std::optional<CheckpointInfo> best_checkpoint(const std::vector<CheckpointInfo>& checkpoints,
+                                              const std::string& metric, MetricMode mode);
 
 /// Where set_aside_after() moves what a run wrote after the step it resumes from.
 inline constexpr const char* kSupersededDir = "superseded";

@@ -115,18 +115,6 @@ std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
 
 namespace {
 
-std::optional<std::string> best_of(const std::vector<CheckpointInfo>& all,
-                                   const std::string& metric, MetricMode mode) {
-  std::optional<std::string> best;
-  double best_value = 0.0;
-  for (const auto& c : all) {  // by step: a tie keeps the earlier
-    const auto it = c.metrics.find(metric);
-    if (it == c.metrics.end() || !std::isfinite(it->second)) continue;
-    const bool better = mode == MetricMode::kMax ? it->second > best_value : it->second < best_value;
-    if (!best || better) best = c.dir, best_value = it->second;
-  }
-  return best;
-}
 
 // The newest checkpoint of `dir` if it is a run directory.
 std::optional<std::string> latest_of_run(const fs::path& dir) {
@@ -136,9 +124,23 @@ std::optional<std::string> latest_of_run(const fs::path& dir) {
 
 }  // namespace
 
+std::optional<CheckpointInfo> best_checkpoint(const std::vector<CheckpointInfo>& checkpoints,
+                                              const std::string& metric, MetricMode mode) {
+  std::optional<CheckpointInfo> best;
+  double best_value = 0.0;
+  for (const auto& c : checkpoints) {  // by step: a tie keeps the earlier
+    const auto it = c.metrics.find(metric);
+    if (it == c.metrics.end() || !std::isfinite(it->second)) continue;
+    const bool better = mode == MetricMode::kMax ? it->second > best_value : it->second < best_value;
+    if (!best || better) best = c, best_value = it->second;
+  }
+  return best;
+}
+
 std::optional<std::string> best_checkpoint(const std::string& run_dir, const std::string& metric,
                                            MetricMode mode) {
-  return best_of(list_checkpoints(run_dir), metric, mode);
+  const auto best = best_checkpoint(list_checkpoints(run_dir), metric, mode);
+  return best ? std::optional<std::string>(best->dir) : std::nullopt;
 }
 
 void layout::apply_retention(const std::string& run_dir, const std::string& just_saved,
@@ -149,8 +151,8 @@ void layout::apply_retention(const std::string& run_dir, const std::string& just
   for (size_t i = all.size() - std::min<size_t>(all.size(), options.keep_last()); i < all.size(); ++i)
     keep.insert(all[i].dir);
   if (!options.best_metric().empty())
-    if (const auto best = best_of(all, options.best_metric(), options.best_mode()))
-      keep.insert(*best);
+    if (const auto best = best_checkpoint(all, options.best_metric(), options.best_mode()))
+      keep.insert(best->dir);
   for (const auto& c : all)
     if (!keep.count(c.dir)) layout::remove_checkpoint_dir(c.dir);
 }

@@ -12,7 +12,6 @@
 #include "data/npy.h"
 #include "support.h"
 #include "util/error.h"
-#include "util/log.h"
 
 namespace {
 
@@ -288,8 +287,8 @@ TEST_CASE("NumPy arrays: class ids that are labels, not indices, warn that every
           "[data][dataset][npy]") {
   kiln::test::TempDir dir;
   kiln::data::write_npy(dir / "x.npy", at::randn({40, 3}));
-  std::vector<std::string> warnings;
-  kiln::log::set_warning_listener([&](kiln::log::Level, std::string_view m) { warnings.emplace_back(m); });
+  const kiln::test::CapturedWarnings captured;
+  const auto& warnings = captured.messages();
   // Two classes named 0 and 1000: 1001 outputs, 999 of them for ids no example has.
   kiln::data::write_npy(dir / "sparse.npy", at::randint(0, 2, {40}, at::kLong) * 1000);
   const auto d = load_data(DataOptions().train(dir / "x.npy").train_targets(dir / "sparse.npy"));
@@ -300,7 +299,6 @@ TEST_CASE("NumPy arrays: class ids that are labels, not indices, warn that every
   few[0] = 9;
   kiln::data::write_npy(dir / "few.npy", few);
   load_data(DataOptions().train(dir / "x.npy").train_targets(dir / "few.npy").test_fraction(0.0001));
-  kiln::log::set_warning_listener({});
   REQUIRE(d.schema.outputs == 1001);
   REQUIRE(warnings.size() == 1);
   REQUIRE_THAT(warnings[0], Catch::Contains("sparse.npy: class ids run 0..1000 but only 2 of them appear in the "
@@ -347,14 +345,13 @@ TEST_CASE("NumPy arrays: class labels as a column or one-hot rows; float labels 
                  Catch::Contains("hot.npy), found rows of 5"));
 
   // Float labels 0, 1, 2: regression under auto, with a warning; classes when told.
-  std::vector<std::string> warnings;
-  kiln::log::set_warning_listener([&](kiln::log::Level, std::string_view m) { warnings.emplace_back(m); });
+  const kiln::test::CapturedWarnings captured;
+  const auto& warnings = captured.messages();
   kiln::data::write_npy(dir / "f.npy", ids.to(at::kFloat));
   const auto reg = load_data(DataOptions(o).train_targets(dir / "f.npy"));
   const auto cls = load_data(DataOptions(o).train_targets(dir / "f.npy").task("classification"));
   kiln::data::write_npy(dir / "real.npy", at::randn({40}));  // real values: no warning
   load_data(DataOptions(o).train_targets(dir / "real.npy"));
-  kiln::log::set_warning_listener({});
   CHECK(reg.schema.task == Task::kRegression);
   CHECK(cls.schema.task == Task::kClassification);
   CHECK(at::equal(cls.train.y, flat.train.y));

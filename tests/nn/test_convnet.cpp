@@ -12,7 +12,6 @@
 #include "support.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
-#include "util/log.h"
 
 namespace {
 
@@ -53,13 +52,12 @@ TEST_CASE("ConvNet: flat or shaped images, contiguous or channels-last, the same
   spec.name = "convnet";
   CHECK_THROWS_AS(kiln::nn::fit_to_data(spec, {9}, 9, 3), kiln::InputError);
   // Images that look channels-last (H, W, C) warn, once each; (C, H, W) ones do not.
-  std::vector<std::string> warnings;
-  kiln::log::set_warning_listener([&](kiln::log::Level, std::string_view m) { warnings.emplace_back(m); });
+  const kiln::test::CapturedWarnings captured;
+  const auto& warnings = captured.messages();
   kiln::nn::fit_to_data(spec, {32, 32, 3}, 32 * 32 * 3, 10);
   kiln::nn::fit_to_data(spec, {3, 32, 32}, 32 * 32 * 3, 10);
   kiln::nn::fit_to_data(spec, {1, 28, 28}, 28 * 28, 10);
   kiln::nn::fit_to_data(spec, {28, 28}, 28 * 28, 10);
-  kiln::log::set_warning_listener({});
   REQUIRE(warnings.size() == 1);
   CHECK_THAT(warnings[0], Catch::Contains("examples of shape [32, 32, 3] are read as (C, H, W): 32 channels of "
                                           "32 x 3 pixels; if they are (H, W, C) images (channels last), "
