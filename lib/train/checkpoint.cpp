@@ -213,7 +213,8 @@ int64_t verify_checkpoint(const std::string& checkpoint_dir) {
 
 Checkpointer::Checkpointer(std::string run_dir, torch::nn::Module& model,
                            torch::optim::Optimizer& optimizer, CheckpointOptions options)
-    : run_dir_(std::move(run_dir)), model_(model), optimizer_(optimizer), options_(std::move(options)) {
+    : run_dir_(std::move(run_dir)), model_(model), optimizer_(optimizer), options_(std::move(options)),
+      run_dir_made_(fs::is_directory(run_dir_)) {
   TORCH_CHECK(options_.keep_last() >= 0, "Checkpointer: expected keep_last >= 0, got ",
               options_.keep_last());
 }
@@ -260,9 +261,16 @@ std::string Checkpointer::save(const TrainPosition& position, const std::string&
                                const Metrics& metrics) {
   const fs::path root = fs::path(run_dir_) / layout::kCheckpoints;
   if (!fs::exists(root)) {
-    fs::create_directories(root);
+    // Once the run directory was there, only checkpoints/ is made: a run directory
+    // deleted under the job stays deleted (create_directory fails with ENOENT), so the
+    // trainer can tell it from one that another process put in its place.
+    if (run_dir_made_)
+      fs::create_directory(root);
+    else
+      fs::create_directories(root);
     files::sync_directory(run_dir_);
   }
+  run_dir_made_ = true;
   layout::remove_leftovers(root);
   const std::string name = layout::step_dir_name(position.step);
   const fs::path tmp = root / (std::string(layout::kTmpPrefix) + name);

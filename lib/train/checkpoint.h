@@ -93,6 +93,9 @@ class Checkpointer {
   /// it, fsyncs every file and the directory, renames it into place (atomically
   /// replacing one of the same step) and fsyncs the parent; then removes
   /// leftovers of interrupted saves and applies retention. Returns the directory.
+  /// The run directory is made only when it did not exist before (at construction or
+  /// the first save): one deleted (or moved away) under a running job is never made
+  /// again here, the save throws std::filesystem::filesystem_error (ENOENT) and the caller decides.
   std::string save(const TrainPosition& position, const std::string& config_toml,
                    const Metrics& metrics = {});
 
@@ -115,6 +118,7 @@ class Checkpointer {
   std::vector<StatePart> parts_;
   std::vector<std::pair<std::string, std::string>> files_;
   std::map<std::string, std::string> model_metadata_;
+  bool run_dir_made_ = false;  // the run directory existed, or a save made it
 };
 
 /// The file `file` of checkpoint `dir`, checked against the manifest's size and

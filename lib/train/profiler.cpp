@@ -318,7 +318,9 @@ std::optional<ProfileReport> StepProfiler::stop(int64_t last_step) {
     r.unprofiled_ms_per_step = v[v.size() / 2];
   }
   std::error_code ec;
-  fs::create_directories(dir_, ec);
+  // Only the directory itself: its parent is the run directory, which is not made
+  // again when it was deleted under the run (the trainer rescues the run instead).
+  fs::create_directory(dir_, ec);
   if (ec) throw InputError(dir_ + ": cannot create the profile directory: " + ec.message());
   r.trace_path = (fs::path(dir_) / "trace.json").string();
   r.table_path = (fs::path(dir_) / "top_ops.txt").string();

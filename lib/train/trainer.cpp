@@ -870,7 +870,14 @@ TrainResult Run::run() {
         if (device_.is_cuda() && mem.empty_cache_every() > 0 && pos_.step % mem.empty_cache_every() == 0)
           empty_cuda_cache();
         step_scope.reset();  // closed before the profiler may stop
-        if (auto profile = profiler_->end_step(pos_.step)) observer_.on_profile(*profile);
+        std::optional<ProfileReport> profile;
+        try {
+          profile = profiler_->end_step(pos_.step);
+        } catch (const std::exception&) {
+          if (run_dir_gone()) rescue_run_dir();  // deleted while the profile was written
+          throw;
+        }
+        if (profile) observer_.on_profile(*profile);
         int stop = observer_.stop_requested();
         if (group_) {
           // One decision to stop: a signal that reached one process stops them all after this step.

@@ -397,6 +397,35 @@ TEST_CASE("saving a step again replaces its checkpoint whole", "[train][checkpoi
   REQUIRE(t.counter == 2);
 }
 
+// The fault test's race, made certain: the run directory moved away between a step's
+// check and its checkpoint. A save that made the path again would put the checkpoint
+// into a new directory the trainer then takes for another's (and would not rescue).
+TEST_CASE("a run directory deleted under the checkpointer is not made again by a save",
+          "[train][checkpoint]") {
+  kiln::test::TempDir dir;
+  for (const bool saved_before : {false, true}) {
+    CAPTURE(saved_before);
+    const std::string run = dir / (saved_before ? "after_save" : "before_save");
+    fs::create_directories(run);
+    Setup s(run, 1);
+    if (saved_before) s.checkpointer.save({2, 0, 2, 0}, "");
+    fs::rename(run, run + ".moved");
+    try {
+      s.checkpointer.save({4, 0, 4, 0}, "");
+      FAIL("the save went on without its run directory");
+    } catch (const fs::filesystem_error& e) {
+      REQUIRE(e.code() == std::errc::no_such_file_or_directory);
+    }
+    REQUIRE_FALSE(fs::exists(run));
+    // Made again by its owner (the trainer's rescue), the next save writes into it.
+    fs::create_directory(run);
+    REQUIRE(s.checkpointer.save({4, 0, 4, 0}, "") == run + "/checkpoints/step_000000004");
+  }
+  // A checkpointer whose run directory did not exist yet makes it (and its parents).
+  Setup fresh(dir / "new/run", 1);
+  REQUIRE(fresh.checkpointer.save({1, 0, 1, 0}, "") == dir / "new/run/checkpoints/step_000000001");
+}
+
 TEST_CASE("a resume argument names a checkpoint, a run, or the latest run", "[train][checkpoint]") {
   kiln::test::TempDir dir;
   Setup a(dir / "runs/a", 1), b(dir / "runs/b", 1);
