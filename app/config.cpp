@@ -123,7 +123,7 @@ void for_each_key(C& c, V&& v) {
   v("train", "log_every", c.train.log_every, "steps between training lines in metrics.jsonl");
   v("train", "max_steps", c.train.max_steps, "stop after this many steps; 0 = run all epochs");
   v("train", "seed", c.train.seed, "seed of initialisation, dropout and shuffling");
-  v("train", "threads", c.train.threads, "CPU threads, at most 1024; 0 = one per core");
+  v("train", "threads", c.train.threads, "CPU threads, at most 1024; 0 = the CPUs this process may use (affinity, container quota)");
   v("train", "device", c.train.device, "cpu, cuda or cuda:N");
   v("train", "precision", c.train.precision,
     "fp32, bf16 (autocast) or fp16 (autocast with dynamic loss scaling; slow on the CPU)");
@@ -555,7 +555,7 @@ void validate(const Config& c) {
   non_negative("train.max_steps", c.train.max_steps);
   non_negative("train.seed", c.train.seed);
   if (c.train.threads < 0 || c.train.threads > train::kMaxThreads)
-    fail("train.threads", "an integer in 0.." + std::to_string(train::kMaxThreads) + " (0 = one per core)",
+    fail("train.threads", "an integer in 0.." + std::to_string(train::kMaxThreads) + " (0 = the CPUs this process may use)",
          std::to_string(c.train.threads));
   if (c.train.prefetch < -1) fail("train.prefetch", "-1 (auto) or a depth >= 0", std::to_string(c.train.prefetch));
   if (c.train.device != "cpu" && c.train.device != "cuda" && c.train.device.rfind("cuda:", 0) != 0)

@@ -24,6 +24,7 @@
 #include "train/init_from.h"
 #include "train/trainer.h"
 #include "train_command.h"
+#include "util/cpus.h"
 #include "util/error.h"
 
 namespace kiln::app {
@@ -35,7 +36,7 @@ int run_sample(const SampleCommand& cmd) {
     throw InputError(c10::str("--temperature: expected a number >= 0 (0 = greedy), found ", cmd.temperature));
   if (cmd.top_k < 0) throw InputError(c10::str("--top-k: expected >= 0 (0 = all), found ", cmd.top_k));
   if (cmd.threads < 0 || cmd.threads > train::kMaxThreads)
-    throw InputError(c10::str("--threads: expected an integer in 0..", train::kMaxThreads, " (0 = one per core), found ",
+    throw InputError(c10::str("--threads: expected an integer in 0..", train::kMaxThreads, " (0 = the CPUs this process may use), found ",
                               cmd.threads));
   const auto choice = checkpoint_argument(cmd.checkpoint, cmd.best);
   const std::string& checkpoint = choice.dir;
@@ -65,7 +66,7 @@ int run_sample(const SampleCommand& cmd) {
   nn::Gpt model(spec.gpt);
   train::init_from(*model, checkpoint);
   const auto device = train::resolve_device(cmd.device);
-  if (cmd.threads > 0) at::set_num_threads(static_cast<int>(cmd.threads));
+  util::set_threads(cmd.threads);
   model->to(device);
   model->eval();
 
@@ -168,7 +169,7 @@ int sample_main(int argc, char** argv) {
       ("seed", "seed of the sampling", cxxopts::value<std::string>()->default_value("0"))
       ("no-cache", "recompute the whole context for every token (no key/value cache)")
       ("device", "cpu, cuda or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))
-      ("threads", "CPU threads; 0 = one per core", cxxopts::value<std::string>()->default_value("0"))
+      ("threads", "CPU threads; 0 = the CPUs this process may use (affinity, container quota)", cxxopts::value<std::string>()->default_value("0"))
       ("h,help", "show this help");
   options.parse_positional({"checkpoint"});
   const auto args = options.parse(argc, argv);

@@ -22,6 +22,7 @@
 #include "train/memory.h"
 #include "train/meta_memory.h"
 #include "train/run_parts.h"
+#include "util/cpus.h"
 #include "util/error.h"
 
 namespace kiln::train {
@@ -240,7 +241,7 @@ ModelSummary summarize(const RunSpec& spec, const SummaryOptions& options) {
   const auto& t = spec.train;
   const c10::Device device = resolve_device(t.device());
   const PrecisionPlan plan = precision_plan(t.precision(), device.type());
-  if (t.threads() > 0) at::set_num_threads(static_cast<int>(t.threads()));
+  util::set_threads(t.threads());
   ModelSummary s;
 
   auto start = Clock::now();

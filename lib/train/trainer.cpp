@@ -28,6 +28,7 @@
 #include "train/histograms.h"
 #include "train/init_from.h"
 #include "train/run_parts.h"
+#include "util/cpus.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/heap.h"
@@ -224,7 +225,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
       scaler_(GradScalerOptions().enabled(plan_.loss_scaling)),
       group_(spec.group),
       writes_(!spec.group || spec.group->rank() == 0) {
-  if (opt_.threads() > 0) at::set_num_threads(static_cast<int>(opt_.threads()));
+  util::set_threads(opt_.threads());
   torch::manual_seed(opt_.seed());
   if (writes_) {
     fs::create_directories(spec.run_dir);
@@ -233,8 +234,8 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   }
   if (const unsigned cores = std::thread::hardware_concurrency(); cores > 0 && opt_.threads() > cores)
     log::warn(c10::str("train.threads = ", opt_.threads(), " is more than this machine's ", cores,
-                       " CPU threads: the extra ones only wait their turn, and every step slows (0 takes one per "
-                       "core)"));
+                       " CPU threads: the extra ones only wait their turn, and every step slows (0 takes the CPUs "
+                       "this process may use)"));
   if (device_.is_cuda()) {
     if (spec.memory.fraction() > 0) set_cuda_memory_fraction(spec.memory.fraction(), device_.index());
     if (spec.memory.history()) record_cuda_memory_history(true);
@@ -741,8 +742,9 @@ TrainResult Run::run() {
     if (opt_.accumulate() > 1) s << " in " << opt_.accumulate() << " micro-batches";
     if (group_)
       s << " on each of " << group_->size() << " processes (data-parallel, rank " << group_->rank() << ")";
-    s << ", " << spec_.optim.name << ", " << plan_.name << ", " << at::get_num_threads()
-      << " threads, device " << device_;
+    const int threads = at::get_num_threads();
+    s << ", " << spec_.optim.name << ", " << plan_.name << ", " << threads
+      << (threads == 1 ? " thread" : " threads") << ", device " << device_;
     const auto& profile = spec_.profile;
     if (profile.first() > 0 && profile.last() > pos_.step) {
       if (profile.first() > total_steps_)

@@ -37,7 +37,7 @@ struct TrainOptions {
   /// Stop (and checkpoint) after this many steps in total; 0 runs all epochs.
   TORCH_ARG(int64_t, max_steps) = 0;
   TORCH_ARG(uint64_t, seed) = 0;
-  /// Intra-op threads; 0 keeps libtorch's default (one per core).
+  /// Intra-op threads; 0: libtorch's default capped by the CPUs this process may use (util/cpus.h).
   TORCH_ARG(int64_t, threads) = 0;
   /// Batches a worker thread assembles ahead of the step (data::PrefetchOptions::depth);
   /// 0 assembles each one in the loop; −1 (auto) is 0 on the CPU and 2 on an accelerator.

@@ -87,8 +87,8 @@ sample-tokens-text       | -  | sample gpt --tokens many                     | -
 sample-temperature       | -  | sample gpt --temperature -1                  | --temperature: expected a number >= 0;;found -1
 sample-seed-negative     | -  | sample gpt --seed=-1                         | --seed: expected an integer >= 0, found '-1'
 sample-top-k             | -  | sample gpt --top-k -2                        | --top-k: expected >= 0 (0 = all), found -2
-sample-threads-huge      | -  | sample gpt --threads 100000                  | --threads: expected an integer in 0..1024 (0 = one per core), found 100000
-train-threads-huge       | -  | train $T --set train.threads=100000 --run-dir new | --set: train.threads: expected an integer in 0..1024 (0 = one per core), found 100000
+sample-threads-huge      | -  | sample gpt --threads 100000                  | --threads: expected an integer in 0..1024 (0 = the CPUs this process may use), found 100000
+train-threads-huge       | -  | train $T --set train.threads=100000 --run-dir new | --set: train.threads: expected an integer in 0..1024 (0 = the CPUs this process may use), found 100000
 sample-prompt-unknown    | -  | sample gpt --prompt Q                        | --prompt: ;;U+0051;;characters of its training text
 sample-not-gpt           | -  | sample run                                   | model.name: expected a language model trained on text (gpt), found "mlp"
 summary-bad-set          | -  | summary $T --set model.name=resnet           | model.name: expected one of: "mlp";;found "resnet"
