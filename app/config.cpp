@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <sstream>
 
 namespace kiln::app {
@@ -278,6 +280,17 @@ void set_key(Config& c, const std::string& section, const std::string& key, cons
                       "]; valid keys: " + join(keys_of(section)));
 }
 
+// Whether [section] key holds a list (model.hidden, data.exclude, …).
+bool holds_array(Config& c, const std::string& section, const std::string& key) {
+  bool array = false;
+  for_each_key(c, [&](const char* s, const char* k, auto& field, const char*) {
+    using T = std::decay_t<decltype(field)>;
+    if (section == s && key == k)
+      array = std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<std::string>>;
+  });
+  return array;
+}
+
 void check_section(const std::string& section, const std::string& place) {
   if (std::find(sections().begin(), sections().end(), section) == sections().end())
     throw ConfigError(place + ": unknown section [" + section + "]; valid sections: " +
@@ -417,6 +430,26 @@ Config load_config(const std::string& path) {
   return parse_config(text.str(), path);
 }
 
+namespace {
+
+// A number as a shell user writes one and TOML does not take: ".002", "5.", "-.5",
+// "1.e-3" (TOML wants a digit on each side of the point). Nothing else: "inf", "0x10"
+// and "1_000" are TOML's own or text.
+std::optional<double> shell_float(const std::string& v) {
+  if (v.empty() || v.find('.') == std::string::npos ||
+      v.find_first_not_of("0123456789.eE+-") != std::string::npos ||
+      (v[0] == '+' && v.size() > 1 && (v[1] == '+' || v[1] == '-')))
+    return std::nullopt;
+  double out = 0;
+  const char* end = v.data() + v.size();
+  const char* begin = v.data() + (v[0] == '+' ? 1 : 0);  // from_chars takes no '+'
+  const auto r = std::from_chars(begin, end, out);
+  if (r.ec != std::errc() || r.ptr != end) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
 void apply_override(Config& c, const std::string& assignment) {
   const std::string place = "--set " + assignment;
   const auto eq = assignment.find('=');
@@ -429,18 +462,57 @@ void apply_override(Config& c, const std::string& assignment) {
   const std::string value = assignment.substr(eq + 1);
   check_section(section, place);
   toml::table parsed;
+  std::string not_toml;  // why the value is no TOML value, when it was read as a word
+  // A list's items without the brackets a shell would need quoted: model.hidden=256,128
+  // and data.exclude=*.dat,*.u8 (words, each a string) as [256, 128] and ["*.dat", "*.u8"].
+  if (holds_array(c, section, key) && !value.empty() && value.front() != '[') {
+    try {
+      parsed = toml::parse("v = [" + value + "]");
+    } catch (const toml::parse_error&) {
+      toml::array items;
+      for (size_t from = 0;;) {
+        const auto comma = value.find(',', from);
+        const std::string item = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+        if (printable(item) != item)
+          throw ConfigError(place + ": expected a value of UTF-8 text without control characters, found '" +
+                            printable(item) + "'");
+        items.push_back(item);
+        if (comma == std::string::npos) break;
+        from = comma + 1;
+      }
+      parsed.insert("v", std::move(items));
+    }
+    set_key(c, section, key, *parsed.get("v"), place);
+    c.origin[section + "." + key] = "--set";
+    return;
+  }
   try {
     parsed = toml::parse("v = " + value);
-  } catch (const toml::parse_error&) {
-    // A bare word: a string, if that is what the key holds. TOML text is UTF-8, so a
-    // word that is not (or holds control characters) could not be written to the run's
-    // config.toml and read back on resume (the fuzzer found this).
-    if (printable(value) != value)
-      throw ConfigError(place + ": expected a value of UTF-8 text without control characters, found '" +
-                        printable(value) + "'");
-    parsed.insert("v", value);
+  } catch (const toml::parse_error& e) {
+    if (const auto number = shell_float(value)) {
+      parsed.insert("v", *number);
+    } else {
+      // A bare word: a string, if that is what the key holds. TOML text is UTF-8, so a
+      // word that is not (or holds control characters) could not be written to the run's
+      // config.toml and read back on resume (the fuzzer found this).
+      if (printable(value) != value)
+        throw ConfigError(place + ": expected a value of UTF-8 text without control characters, found '" +
+                          printable(value) + "'");
+      parsed.insert("v", value);
+      // Why TOML did not read it, for what was meant as a number, list or quoted string
+      // ("1.2.3", 2^64, "[1, 2"); a plain word ("ten") is text, and TOML's reason noise.
+      if (std::string_view("0123456789+-.[\"'{").find(value[0]) != std::string_view::npos)
+        not_toml = std::string(e.description());
+    }
   }
-  set_key(c, section, key, *parsed.get("v"), place);
+  try {
+    set_key(c, section, key, *parsed.get("v"), place);
+  } catch (const ConfigError& e) {
+    // A key that takes no text: say why the value was not read as a number or a list
+    // ("integer overflow" for a seed of 2^64).
+    if (not_toml.empty()) throw;
+    throw ConfigError(std::string(e.what()) + " (not a TOML value: " + not_toml + ")");
+  }
   c.origin[section + "." + key] = "--set";
 }
 

@@ -45,6 +45,38 @@ TEST_CASE("overrides replace values, in TOML syntax or as bare strings", "[app][
   kiln::app::validate(c);
 }
 
+TEST_CASE("overrides take numbers as a shell user writes them and lists without brackets",
+          "[app][config]") {
+  auto c = parse_config("", "x.toml");
+  apply_override(c, "optim.lr=.002");
+  REQUIRE(c.optim.lr == 0.002);
+  apply_override(c, "optim.weight_decay=5.");
+  REQUIRE(c.optim.weight_decay == 5.0);
+  apply_override(c, "optim.lr=+.5e-3");
+  REQUIRE(c.optim.lr == 0.5e-3);
+  apply_override(c, "model.hidden=256,128");
+  REQUIRE(c.model.hidden == std::vector<int64_t>{256, 128});
+  apply_override(c, "model.hidden=64");
+  REQUIRE(c.model.hidden == std::vector<int64_t>{64});
+  apply_override(c, "data.exclude=*.dat,*.u8");
+  REQUIRE(c.data.exclude == std::vector<std::string>{"*.dat", "*.u8"});
+  apply_override(c, "data.exclude=[\"a\", \"b\"]");  // TOML's own form still
+  REQUIRE(c.data.exclude == std::vector<std::string>{"a", "b"});
+  // Text stays text where a key holds text, dots and all.
+  apply_override(c, "run.name=v1.5");
+  REQUIRE(c.run.name == "v1.5");
+  // What is neither: the key's message, and why the value was no TOML value.
+  REQUIRE_THROWS_WITH(apply_override(c, "optim.lr=1.2.3"),
+                      Catch::StartsWith("--set optim.lr=1.2.3: [optim] lr: expected a number") &&
+                          Catch::Contains("(not a TOML value: "));
+  REQUIRE_THROWS_WITH(apply_override(c, "train.seed=99999999999999999999"),
+                      Catch::StartsWith("--set train.seed=99999999999999999999: [train] seed: expected") &&
+                          Catch::Contains("(not a TOML value: "));
+  REQUIRE_THROWS_WITH(apply_override(c, "model.hidden=256,x"),
+                      Catch::StartsWith("--set model.hidden=256,x: [model] hidden: expected an array of integers"));
+  REQUIRE_THROWS_WITH(apply_override(c, "optim.lr=+-.5"), Catch::Contains("expected a number"));
+}
+
 TEST_CASE("a bare-word override must be text a config.toml can hold", "[app][config]") {
   // The fuzzer's find: a non-UTF-8 word was taken, and the run's resolved config.toml
   // then did not read back on resume.
