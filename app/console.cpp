@@ -13,6 +13,12 @@ namespace kiln::app {
 std::string format_duration(double s) {
   char buf[32];
   if (!std::isfinite(s) || s < 0) return "?";
+  // Under a second in milliseconds: a short run's elapsed time and its last ETA read
+  // "17ms", not "0.0s".
+  if (s < 0.9995) {
+    std::snprintf(buf, sizeof buf, "%.0fms", s * 1000.0);
+    return buf;
+  }
   const long t = std::lround(s);
   if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
   else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
@@ -59,6 +65,9 @@ ConsoleObserver::ConsoleObserver(ConsoleMode mode, bool warnings) : mode_(mode),
 
 ConsoleObserver::~ConsoleObserver() {
   if (warnings_) log::set_warning_listener(nullptr);
+  // A run that ends in an error leaves no half-drawn bar for the error line to follow.
+  clear_bar();
+  std::fflush(stdout);
 }
 
 void ConsoleObserver::on_warning(std::string_view message) {

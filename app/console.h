@@ -56,7 +56,7 @@ class ConsoleObserver : public train::TrainObserver {
 /// metrics' order (accuracy first).
 std::string format_metrics(const std::map<std::string, double>& metrics);
 
-/// "1m05s" style durations.
+/// Durations for people: "17ms" under a second, "12.3s", "1m05s", "3h07m"; "?" when unknown.
 std::string format_duration(double seconds);
 
 }  // namespace kiln::app

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <cxxopts.hpp>
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -127,6 +128,19 @@ int run(int argc, char** argv) {
   return 2;
 }
 
+// "kiln: error: …" on stderr after whatever the run printed on stdout: where both go
+// to one file (`kiln train … > log 2>&1`) the error is then the last line, not one
+// that stdout's buffer overtakes.
+__attribute__((format(printf, 1, 2))) void error_line(const char* format, ...) {
+  std::fflush(stdout);
+  std::fputs("kiln: error: ", stderr);
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,23 +150,23 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const kiln::InputError& e) {  // messages may quote a file's bytes: printable() escapes them
-    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what()).c_str());
+    error_line("%s\n", kiln::printable(e.what()).c_str());
     return 2;
   } catch (const kiln::IoError& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what()).c_str());
+    error_line("%s\n", kiln::printable(e.what()).c_str());
     return kExitIoError;
   } catch (const std::filesystem::filesystem_error& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(kiln::IoError(e).what()).c_str());
+    error_line("%s\n", kiln::printable(kiln::IoError(e).what()).c_str());
     return kExitIoError;
   } catch (const cxxopts::exceptions::exception& e) {  // the command's own options: argv[1] is it
-    std::fprintf(stderr, "kiln: error: %s (see kiln %s --help)\n", kiln::printable(e.what()).c_str(),
-                 kiln::printable(argc > 1 ? argv[1] : "train").c_str());
+    error_line("%s (see kiln %s --help)\n", kiln::printable(e.what()).c_str(),
+               kiln::printable(argc > 1 ? argv[1] : "train").c_str());
     return 2;
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what_without_backtrace()).c_str());
+    error_line("%s\n", kiln::printable(e.what_without_backtrace()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", kiln::printable(e.what()).c_str());
+    error_line("%s\n", kiln::printable(e.what()).c_str());
     return 1;
   }
 }

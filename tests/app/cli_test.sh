@@ -27,6 +27,15 @@ expect 2 "unknown command 'trian'; valid commands: train" -- trian
 expect 0 "train\.epochs +passes over the training set \(default 10\)" -- train --help
 expect 2 "Option .+bogus.+ does not exist" -- train --bogus
 
+# The error line follows what the run printed on stdout where both go to one file
+# (stdout's buffer had put it after the error).
+checks=$((checks + 1))
+"$kiln" train configs/tiny.toml --set data.train="$tmp/none.csv" --run-dir "$tmp/order" > "$tmp/order.out" 2>&1
+if [[ "$(head -1 "$tmp/order.out")" != "kiln train: run directory $tmp/order" ||
+      "$(tail -1 "$tmp/order.out")" != "kiln: error: $tmp/none.csv: no such file" ]]; then
+  failures=$((failures + 1)); echo "FAIL: the error line is not the last line after stdout's:"; head -2 "$tmp/order.out"
+fi
+
 printf '[train]\nepoch = 3\n' > "$tmp/unknown.toml"
 expect 2 "unknown.toml:2:9: unknown key 'epoch' in \[train\]; valid keys: epochs" -- train "$tmp/unknown.toml"
 printf '[train]\nepochs = "ten"\n' > "$tmp/type.toml"
