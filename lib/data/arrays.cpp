@@ -11,6 +11,7 @@
 #include "data/formats.h"
 #include "data/npy.h"
 #include "data/npz.h"
+#include "data/utf8.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -24,7 +25,29 @@ namespace {
 struct Arrays {
   at::Tensor x, y;
   std::string x_path, y_path;
+  std::vector<std::string> labels;  // y's strings (class names), when y holds strings
 };
+
+// NumPy string labels ('<U', '|S': read_npy's uint32 code points [N, chars]) as UTF-8
+// strings, the NUL padding dropped; 'S' bytes above 0x7F read as Latin-1.
+std::vector<std::string> string_labels(const at::Tensor& codes, const std::string& path) {
+  const auto c = codes.contiguous();
+  const auto* p = static_cast<const uint32_t*>(c.data_ptr());
+  const int64_t n = c.size(0), chars = c.size(1);
+  std::vector<std::string> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t len = chars;
+    while (len > 0 && p[i * chars + len - 1] == 0) --len;
+    for (int64_t k = 0; k < len; ++k) {
+      const uint32_t code = p[i * chars + k];
+      if (code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+        throw InputError(c10::str(path, ": index ", i, ": class label holds ", code > 0x10ffff ? "a code point above U+10FFFF" : "a UTF-16 surrogate",
+                                  " (", code, "), not a character"));
+      append_utf8(out[static_cast<size_t>(i)], code);
+    }
+  }
+  return out;
+}
 
 // An .npz holds both: arrays named x and y.
 Arrays read_archive(const std::string& path, const std::string& y_path, const char* key) {
@@ -53,6 +76,16 @@ Arrays read_arrays(const std::string& x_path, const std::string& y_path, const c
                               key, " = \"", x_path, "\", found none"));
   Arrays a = archive ? read_archive(x_path, y_path, key)
                      : Arrays{read_npy(x_path), read_npy(y_path), x_path, y_path};
+  if (a.x.scalar_type() == at::kUInt32)
+    throw InputError(c10::str(a.x_path, ": expected numbers as inputs, found strings (a NumPy U or S dtype)"));
+  if (a.y.scalar_type() == at::kUInt32) {  // strings: [*shape, chars]
+    if (a.y.dim() == 3 && a.y.size(1) == 1) a.y = a.y.squeeze(1);  // a column of labels
+    if (a.y.dim() != 2)
+      throw InputError(c10::str(a.y_path, ": class labels as strings: expected shape (N) or (N, 1), found (",
+                                c10::IntArrayRef(a.y.sizes()).slice(0, a.y.dim() - 1), ")"));
+    a.labels = string_labels(a.y, a.y_path);
+    a.y = at::zeros({a.y.size(0)}, at::kLong);  // the ids, once the classes are known (label_ids)
+  }
   if (a.x.dim() == 0) throw InputError(c10::str(x_path, ": expected an array of examples (rank ≥ 1), found a scalar"));
   if (a.y.dim() == 0 || a.y.dim() > 2)
     throw InputError(c10::str(y_path, ": expected targets of shape (N) or (N, K), found rank ", a.y.dim()));
@@ -94,10 +127,49 @@ int64_t one_hot_to_ids(Arrays& a) {
   return k;
 }
 
+// String labels as ids: each label's index in `classes`, which must hold it.
+void label_ids(Arrays& a, const std::vector<std::string>& classes, const std::string& whose) {
+  auto ids = at::empty({static_cast<int64_t>(a.labels.size())}, at::kLong);
+  auto* out = ids.data_ptr<int64_t>();
+  for (size_t i = 0; i < a.labels.size(); ++i) {
+    const auto it = std::lower_bound(classes.begin(), classes.end(), a.labels[i]);
+    if (it == classes.end() || *it != a.labels[i]) {
+      std::string shown;
+      for (size_t k = 0; k < std::min<size_t>(classes.size(), 8); ++k) shown += (k ? ", " : "") + classes[k];
+      if (classes.size() > 8) shown += ", …";
+      throw InputError(c10::str(a.y_path, ": index ", i, ": class label \"", a.labels[i], "\" is none of the ",
+                                classes.size(), " classes of ", whose, " (", shown, ")"));
+    }
+    out[i] = it - classes.begin();
+  }
+  a.y = ids;
+}
+
 }  // namespace
 
 Data array_data(const DataOptions& o, const DataSchema* saved) {
   Arrays train = read_arrays(o.train(), o.train_targets(), "train");
+  // String labels are classes, named by themselves: the sorted distinct labels of the
+  // training file (or the run's data.json) in order, ids by that order.
+  const bool strings = !train.labels.empty();
+  if (strings && (saved ? saved->task == Task::kRegression : o.task() == "regression"))
+    throw InputError(c10::str(train.y_path, ": expected numbers as regression targets (data.task = \"regression\"",
+                              saved ? ", the run's data.json" : "", "), found strings"));
+  std::vector<std::string> names;
+  if (strings) {
+    if (saved) {
+      names = saved->classes;
+      std::sort(names.begin(), names.end());
+      if (names != saved->classes)
+        throw InputError(c10::str(train.y_path, ": class labels are strings, but the run's data.json names its "
+                                  "classes by number (", saved->classes.size(), " of them)"));
+    } else {
+      names = train.labels;
+      std::sort(names.begin(), names.end());
+      names.erase(std::unique(names.begin(), names.end()), names.end());
+    }
+    label_ids(train, names, saved ? "the run's data.json" : train.y_path);
+  }
   // data.task is auto, classification or regression (load_data checked it); a run's
   // data.json decides for a resume.
   const bool classes = saved ? saved->task == Task::kClassification
@@ -116,6 +188,10 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
   Arrays test;
   if (!o.test().empty()) {
     test = read_arrays(o.test(), o.test_targets(), "test");
+    if (strings != !test.labels.empty())
+      throw InputError(c10::str(test.y_path, ": expected class labels as ", strings ? "strings" : "numbers", " (as ",
+                                train.y_path, "), found ", strings ? "numbers" : "strings"));
+    if (strings) label_ids(test, names, saved ? "the run's data.json" : train.y_path);
     read_one_hot(test, saved ? saved->outputs : one_hot, saved ? "the run's data.json" : train.y_path);
     const auto shape = train.x.sizes().slice(1), got = test.x.sizes().slice(1);
     if (shape != got)
@@ -143,8 +219,10 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
     if (s.task == Task::kClassification) {
       const auto ids = train.y.to(at::kLong);
       // One-hot rows: K classes, whether or not each appears.
-      s.outputs = std::max(one_hot, ids.max().item<int64_t>() + 1);
-      for (int64_t c = 0; c < s.outputs; ++c) s.classes.push_back(std::to_string(c));
+      s.outputs = strings ? static_cast<int64_t>(names.size()) : std::max(one_hot, ids.max().item<int64_t>() + 1);
+      if (strings) s.classes = names;
+      else
+        for (int64_t c = 0; c < s.outputs; ++c) s.classes.push_back(std::to_string(c));
       // Ids that are labels rather than indices (0 and 1000000 for two classes) give
       // the model an output for every id between: say so (a negative id is refused below).
       if (ids.numel() > 0 && ids.min().item<int64_t>() >= 0) {

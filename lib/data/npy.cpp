@@ -3,6 +3,7 @@
 // the wrapping and the mapping serve read_npz too (npy_header.h).
 #include "data/npy.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/StringUtil.h>
@@ -67,7 +68,9 @@ class HeaderParser {
     }
     if (!descr || !fortran || !shape)
       fail(c10::str("missing ", !descr ? "'descr'" : !fortran ? "'fortran_order'" : "'shape'"));
-    return {dtype_of(*descr), *fortran, *shape, 0, 0};
+    Header h{at::kFloat, *fortran, *shape};
+    read_descr(*descr, h);
+    return h;
   }
 
  private:
@@ -124,21 +127,39 @@ class HeaderParser {
     ++i_;
     return dims;
   }
-  at::ScalarType dtype_of(const std::string& descr) const {
+  // descr's type into h: a number type of kTypes in either byte order, or a string
+  // type 'U<n>' (n UCS-4 characters) or 'S<n>' (n bytes), as np.save writes labels.
+  void read_descr(const std::string& descr, Header& h) const {
     if (descr.size() < 3) fail(c10::str("descr: expected a type like '<f4', found '", descr, "'"));
     const char order = descr[0];
+    if (order != '<' && order != '|' && order != '=' && order != '>')
+      fail(c10::str("descr '", descr, "': unknown byte order '", order, "'"));
     const std::string code = descr.substr(1);
+    h.descr = descr;
+    if (code[0] == 'U' || code[0] == 'S') {
+      int64_t n = 0;
+      for (size_t k = 1; k < code.size(); ++k) {
+        if (!std::isdigit(static_cast<unsigned char>(code[k])) || n > (1 << 20))
+          fail(c10::str("descr '", descr, "': expected a string type 'U<n>' or 'S<n>' of at most 1048576 characters"));
+        n = n * 10 + (code[k] - '0');
+      }
+      if (n == 0) fail(c10::str("descr '", descr, "': expected a string type 'U<n>' or 'S<n>' with n >= 1"));
+      h.dtype = at::kUInt32;
+      h.chars = n;
+      h.unicode = code[0] == 'U';
+      h.itemsize = h.unicode ? 4 * n : n;
+      h.big_endian = order == '>' && h.unicode;
+      return;
+    }
     for (const auto& t : kTypes)
       if (code == t.code) {
-        const bool one_byte = code[1] == '1';
-        if (order == '>' && !one_byte)
-          fail(c10::str("descr '", descr, "': big-endian data; expected little-endian ('<')"));
-        if (order != '<' && order != '|' && order != '=' && order != '>')
-          fail(c10::str("descr '", descr, "': unknown byte order '", order, "'"));
-        return t.dtype;
+        h.dtype = t.dtype;
+        h.itemsize = static_cast<int64_t>(c10::elementSize(t.dtype));
+        h.big_endian = order == '>' && h.itemsize > 1;
+        return;
       }
     fail(c10::str("descr '", descr, "': expected one of ", supported_codes(),
-                  " (with '<' or '|'), found another type"));
+                  " (numbers, either byte order) or U<n>, S<n> (strings), found another type"));
   }
 
   std::string_view s_;
@@ -186,7 +207,7 @@ Header parse(const unsigned char* bytes, size_t size, const Source& src) {
                                          header_len), where)
                .parse();
   h.data_offset = data_offset;
-  const auto item = static_cast<int64_t>(c10::elementSize(h.dtype));
+  const int64_t item = h.itemsize;
   h.numel = 1;
   for (const auto d : h.shape) {
     if (d != 0 && h.numel > INT64_MAX / item / d)
@@ -195,20 +216,56 @@ Header parse(const unsigned char* bytes, size_t size, const Source& src) {
   }
   const auto data_bytes = static_cast<int64_t>(size - data_offset);
   if (h.numel * item != data_bytes)
-    throw InputError(c10::str(where, ": shape ", c10::IntArrayRef(h.shape), " of ", h.dtype,
-                              " needs ", h.numel * item, " data bytes, ", src.noun, " has ",
-                              data_bytes));
+    throw InputError(c10::str(where, ": shape ", c10::IntArrayRef(h.shape), " of ",
+                              h.chars > 0 ? h.descr : std::string(c10::toString(h.dtype)), " needs ",
+                              h.numel * item, " data bytes, ", src.noun, " has ", data_bytes));
   return h;
 }
+
+namespace {
+
+// Strings as uint32 code points [*shape, chars], in row-major order whatever the file's.
+at::Tensor strings(const Header& h, const unsigned char* data) {
+  std::vector<int64_t> sizes = h.shape;
+  sizes.push_back(h.chars);
+  auto out = at::empty(sizes, at::TensorOptions().dtype(at::kUInt32));
+  auto* o = static_cast<uint32_t*>(out.data_ptr());
+  const auto strides = h.strides();
+  const auto rank = static_cast<int64_t>(h.shape.size());
+  std::vector<int64_t> index(h.shape.size(), 0);
+  for (int64_t e = 0; e < h.numel; ++e) {
+    int64_t at = 0;  // the element's place in the file
+    for (int64_t k = 0; k < rank; ++k) at += index[k] * strides[k];
+    const unsigned char* p = data + at * h.itemsize;
+    for (int64_t c = 0; c < h.chars; ++c, ++o) {
+      if (!h.unicode) {
+        *o = p[c];
+      } else {
+        const unsigned char* q = p + 4 * c;
+        *o = h.big_endian ? uint32_t{q[0]} << 24 | uint32_t{q[1]} << 16 | uint32_t{q[2]} << 8 | q[3]
+                          : uint32_t{q[3]} << 24 | uint32_t{q[2]} << 16 | uint32_t{q[1]} << 8 | q[0];
+      }
+    }
+    for (int64_t k = rank - 1; k >= 0 && ++index[k] == h.shape[k]; --k) index[k] = 0;
+  }
+  return out;
+}
+
+}  // namespace
 
 at::Tensor wrap(const unsigned char* bytes, size_t size, std::shared_ptr<const void> owner,
                 const Source& src) {
   const Header h = parse(bytes, size, src);
   const unsigned char* data = bytes + h.data_offset;
+  if (h.chars > 0) return strings(h, data);
   const auto options = at::TensorOptions().dtype(h.dtype);
-  if (reinterpret_cast<uintptr_t>(data) % c10::elementSize(h.dtype) != 0) {
+  if (h.big_endian || reinterpret_cast<uintptr_t>(data) % c10::elementSize(h.dtype) != 0) {
     auto copy = at::empty_strided(h.shape, h.strides(), options);
     if (h.numel > 0) std::memcpy(copy.data_ptr(), data, size - h.data_offset);
+    if (h.big_endian) {  // each element's bytes reversed, in place
+      auto* b = static_cast<unsigned char*>(copy.data_ptr());
+      for (int64_t e = 0; e < h.numel; ++e, b += h.itemsize) std::reverse(b, b + h.itemsize);
+    }
     return copy;
   }
   // The tensor never writes through the pointer into a read-only page: every owner here

@@ -12,8 +12,10 @@ namespace kiln::data {
 /// Reads an .npy file (format versions 1.0, 2.0 and 3.0) as a CPU tensor that wraps a
 /// private memory map of the file: no copy is made, the mapping lives as long as the
 /// tensor (and its views), and writing to the tensor never changes the file. Dtypes:
-/// bool, uint8, int8, int16, int32, int64, float16, float32, float64, little-endian
-/// (or single-byte); `fortran_order` arrays are wrapped with column-major strides.
+/// bool, uint8, int8, int16, int32, int64, float16, float32, float64; `fortran_order`
+/// arrays are wrapped with column-major strides. Big-endian numbers come as a
+/// byte-swapped copy; strings ('<U5' UCS-4, '|S7' bytes) as a copy of uint32 code
+/// points of shape [*shape, chars], NUL-padded, row-major (the one use of kUInt32).
 /// Anything else — magic, version, header, dtype, byte order, a shape that does not
 /// match the file's size — throws kiln::InputError naming the file and the field.
 /// Example: at::Tensor x = kiln::data::read_npy("features.npy");  // (N, D) float32

@@ -20,11 +20,16 @@ struct Source {
 
 /// The header dict: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
 struct Header {
-  at::ScalarType dtype;
+  at::ScalarType dtype;  // kUInt32 for strings (code points)
   bool fortran_order;
   std::vector<int64_t> shape;
-  size_t data_offset;  // from the start of the .npy to its first data byte
-  int64_t numel;
+  size_t data_offset = 0;  // from the start of the .npy to its first data byte
+  int64_t numel = 0;
+  std::string descr;       // as the file has it: '<f4', '|S7', '>i8'
+  int64_t itemsize = 0;    // bytes of one element in the file
+  int64_t chars = 0;       // strings: characters per element ('U': 4 bytes each, 'S': 1); 0 for numbers
+  bool unicode = false;    // 'U' (UCS-4) rather than 'S' (bytes)
+  bool big_endian = false; // '>' on a type of more than one byte: swapped into a copy on reading
 
   /// Element strides: row-major, or column-major for fortran_order.
   std::vector<int64_t> strides() const;
@@ -36,7 +41,9 @@ struct Header {
 /// Example: const Header h = parse(bytes, size, {path});
 Header parse(const unsigned char* bytes, size_t size, const Source& src);
 
-/// The .npy in bytes[0, size) as a CPU tensor. Zero-copy — the tensor points into
+/// The .npy in bytes[0, size) as a CPU tensor. Strings ('<U5', '|S7') come as uint32
+/// code points of shape [*shape, chars], NUL-padded as NumPy pads them (a copy); big-
+/// endian numbers as a byte-swapped copy. Otherwise zero-copy — the tensor points into
 /// `bytes` and holds `owner` until its storage goes — when the data's address is a
 /// multiple of the element size; otherwise a copy (an unaligned int64 or double is
 /// undefined behaviour in C++ and slow or faulting in vectorised kernels).

@@ -29,6 +29,33 @@ std::string error_of(const DataOptions& o, const kiln::data::DataSchema* saved =
   return kiln::test::input_error_of([&] { load_data(o, saved); });
 }
 
+// An .npy of strings as np.save writes them: descr '<U<n>' (UCS-4, little-endian) or
+// '|S<n>' (bytes: each code point's low byte), n the longest label; shape (N,) or (N, 1).
+std::string write_strings(const kiln::test::TempDir& dir, const std::string& name,
+                          const std::vector<std::u32string>& labels, bool unicode, bool column = false) {
+  size_t n = 1;
+  for (const auto& l : labels) n = std::max(n, l.size());
+  std::string header = "{'descr': '" + std::string(unicode ? "<U" : "|S") + std::to_string(n) +
+                       "', 'fortran_order': False, 'shape': (" + std::to_string(labels.size()) +
+                       (column ? ", 1), }" : ",), }");
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  for (const auto& l : labels)
+    for (size_t k = 0; k < n; ++k) {
+      const char32_t c = k < l.size() ? l[k] : 0;
+      if (!unicode) {
+        bytes += static_cast<char>(c & 0xff);
+        continue;
+      }
+      for (int b = 0; b < 4; ++b) bytes += static_cast<char>((c >> (8 * b)) & 0xff);
+    }
+  return write(dir, name, bytes);
+}
+
 // 10 rows: a numeric column, a text column, a string label.
 const char* kPenguins =
     "mass,island,species\n"
@@ -377,6 +404,63 @@ TEST_CASE("NumPy arrays: mismatched counts, class ids outside the classes and mi
              Catch::Contains("ybad.npy: index 0: expected a class id in 0..2, found 5"));
   CHECK_THAT(error_of(DataOptions().train(dir / "x.bin")),
              Catch::Contains("data.format: \"auto\" cannot tell the format of data.train"));
+}
+
+TEST_CASE("NumPy arrays: string labels are classes named by themselves, sorted", "[data][dataset][npy]") {
+  kiln::test::TempDir dir;
+  torch::manual_seed(8);
+  kiln::data::write_npy(dir / "x.npy", at::randn({30, 4}));
+  const std::vector<std::u32string> species = {U"setosa", U"versicolor", U"virginica"};
+  std::vector<std::u32string> labels;
+  for (int i = 0; i < 30; ++i) labels.push_back(species[(i * 7) % 3]);
+  const auto o = DataOptions().train(dir / "x.npy").test_fraction(0.2);
+  const auto d = load_data(DataOptions(o).train_targets(write_strings(dir, "u.npy", labels, true)));
+  REQUIRE(d.schema.task == Task::kClassification);
+  REQUIRE(d.schema.outputs == 3);
+  REQUIRE(d.schema.classes == std::vector<std::string>{"setosa", "versicolor", "virginica"});
+  // The ids are the labels' places in that order: the same as integer labels would give.
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 30; ++i) ids.push_back((i * 7) % 3);
+  kiln::data::write_npy(dir / "ids.npy", at::tensor(ids));
+  const auto by_id = load_data(DataOptions(o).train_targets(dir / "ids.npy"));
+  REQUIRE(at::equal(d.train.y, by_id.train.y));
+  REQUIRE(at::equal(d.test.y, by_id.test.y));
+  // Bytes ('|S'), a (N, 1) column, and the run's data.json given back: the same.
+  for (const auto& path : {write_strings(dir, "s.npy", labels, false), write_strings(dir, "col.npy", labels, true, true)}) {
+    INFO(path);
+    const auto e = load_data(DataOptions(o).train_targets(path));
+    CHECK(e.schema.classes == d.schema.classes);
+    CHECK(at::equal(e.train.y, d.train.y));
+  }
+  const auto resumed = load_data(DataOptions(o).train_targets(dir / "u.npy"), &d.schema);
+  CHECK(at::equal(resumed.train.y, d.train.y));
+  // A test file of its own maps through the training file's classes; a label it lacks is named.
+  const auto t = load_data(DataOptions(o).train_targets(dir / "u.npy").test(dir / "x.npy")
+                               .test_targets(write_strings(dir, "t.npy", std::vector<std::u32string>(30, U"setosa"), true)));
+  CHECK(t.test.y.eq(0).all().item<bool>());
+  std::vector<std::u32string> test_labels(30, U"setosa");
+  test_labels[4] = U"arctica";
+  CHECK(error_of(DataOptions(o).train_targets(dir / "u.npy").test(dir / "x.npy")
+                     .test_targets(write_strings(dir, "bad.npy", test_labels, true))) ==
+        dir / "bad.npy" + ": index 4: class label \"arctica\" is none of the 3 classes of " + dir / "u.npy" +
+            " (setosa, versicolor, virginica)");
+  // Non-ASCII: UCS-4 as it is, bytes above 0x7F as Latin-1; both are UTF-8 "café".
+  const std::vector<std::u32string> cafe(30, U"caf\u00e9");
+  CHECK(load_data(DataOptions(o).train_targets(write_strings(dir, "cu.npy", cafe, true))).schema.classes ==
+        std::vector<std::string>{"caf\xc3\xa9"});
+  CHECK(load_data(DataOptions(o).train_targets(write_strings(dir, "cs.npy", cafe, false))).schema.classes ==
+        std::vector<std::string>{"caf\xc3\xa9"});
+  // Strings are no regression targets, no inputs; numbers beside strings are refused.
+  CHECK_THAT(error_of(DataOptions(o).train_targets(dir / "u.npy").task("regression")),
+             Catch::Contains("u.npy: expected numbers as regression targets (data.task = \"regression\"), found strings"));
+  CHECK_THAT(error_of(DataOptions().train(dir / "u.npy").train_targets(dir / "ids.npy")),
+             Catch::Contains("u.npy: expected numbers as inputs, found strings"));
+  CHECK_THAT(error_of(DataOptions(o).train_targets(dir / "u.npy").test(dir / "x.npy").test_targets(dir / "ids.npy")),
+             Catch::Contains("ids.npy: expected class labels as strings (as ") && Catch::Contains("found numbers"));
+  std::vector<std::u32string> surrogate(30, U"a");
+  surrogate[2] = std::u32string(1, static_cast<char32_t>(0xd800));
+  CHECK_THAT(error_of(DataOptions(o).train_targets(write_strings(dir, "sur.npy", surrogate, true))),
+             Catch::Contains("sur.npy: index 2: class label holds a UTF-16 surrogate (55296), not a character"));
 }
 
 TEST_CASE("text: windows of block_size tokens, the next one the label, the tail the test set",

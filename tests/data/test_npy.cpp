@@ -103,6 +103,37 @@ TEST_CASE("read_npy reads version 2.0, fortran_order and every byte-order mark N
   REQUIRE(kiln::data::read_npy(path).item<float>() == 7.f);
 }
 
+TEST_CASE("read_npy swaps big-endian numbers and reads strings as code points", "[data][npy]") {
+  kiln::test::TempDir dir;
+  const auto path = dir / "b.npy";
+  // '>f4' 1.5 and −2 (0x3FC00000, 0xC0000000) and '>i8' 258, in Fortran order too.
+  kiln::files::write_synced(path, npy_bytes("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }",
+                                            std::string("\x3f\xc0\x00\x00\xc0\x00\x00\x00", 8)));
+  REQUIRE(torch::equal(kiln::data::read_npy(path), torch::tensor({1.5f, -2.f})));
+  std::string longs;
+  for (const int64_t v : {1, 2, 258, 4}) {
+    for (int b = 7; b >= 0; --b) longs += static_cast<char>((v >> (8 * b)) & 0xff);
+  }
+  kiln::files::write_synced(path, npy_bytes("{'descr': '>i8', 'fortran_order': True, 'shape': (2, 2), }", longs));
+  REQUIRE(torch::equal(kiln::data::read_npy(path), torch::tensor({{int64_t{1}, int64_t{258}}, {int64_t{2}, int64_t{4}}})));
+  // Strings: [*shape, chars] uint32 code points, NUL-padded; 'U' little- and big-endian, 'S' bytes;
+  // Fortran order comes back row-major.
+  const auto codes = [](const at::Tensor& t) { return t.to(at::kLong); };
+  kiln::files::write_synced(path, npy_bytes("{'descr': '<U2', 'fortran_order': False, 'shape': (2,), }",
+                                            std::string("a\0\0\0\xe9\0\0\0b\0\0\0\0\0\0\0", 16)));
+  auto u = kiln::data::read_npy(path);
+  REQUIRE(u.scalar_type() == at::kUInt32);
+  REQUIRE(torch::equal(codes(u), torch::tensor({{int64_t{'a'}, int64_t{0xe9}}, {int64_t{'b'}, int64_t{0}}})));
+  kiln::files::write_synced(path, npy_bytes("{'descr': '>U1', 'fortran_order': False, 'shape': (2,), }",
+                                            std::string("\0\x01\xf6\x00\0\0\0c", 8)));
+  REQUIRE(torch::equal(codes(kiln::data::read_npy(path)), torch::tensor({{int64_t{0x1f600}}, {int64_t{'c'}}})));
+  kiln::files::write_synced(path, npy_bytes("{'descr': '|S2', 'fortran_order': True, 'shape': (2, 2), }",
+                                            std::string("abcdefgh", 8)));
+  // Column-major: elements (0,0) "ab", (1,0) "cd", (0,1) "ef", (1,1) "gh".
+  REQUIRE(torch::equal(codes(kiln::data::read_npy(path)),
+                       torch::tensor(std::vector<int64_t>{'a', 'b', 'e', 'f', 'c', 'd', 'g', 'h'}).reshape({2, 2, 2})));
+}
+
 TEST_CASE("a damaged or unsupported .npy file is refused naming the file and the field",
           "[data][npy]") {
   kiln::test::TempDir dir;
@@ -124,9 +155,13 @@ TEST_CASE("a damaged or unsupported .npy file is refused naming the file and the
   REQUIRE_THAT(with(npy_bytes(ok, floats({1, 2, 3}))),
                Catch::Contains("needs 8 data bytes, the file has 12"));
   // The header is quoted without NumPy's padding and line end: the message is one line.
-  REQUIRE(with(npy_bytes("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", floats({1, 2}))) ==
-          path + ": header: descr '>f4': big-endian data; expected little-endian ('<') (header "
-                 "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), })");
+  REQUIRE(with(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", floats({1, 2}))) ==
+          path + ": header: unknown key 'x' (expected descr, fortran_order, shape) (header "
+                 "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1})");
+  REQUIRE_THAT(with(npy_bytes("{'descr': '<U0', 'fortran_order': False, 'shape': (2,), }", "")),
+               Catch::Contains("descr '<U0': expected a string type 'U<n>' or 'S<n>' with n >= 1"));
+  REQUIRE_THAT(with(npy_bytes("{'descr': '<U2', 'fortran_order': False, 'shape': (2,), }", std::string(12, 'a'))),
+               Catch::Contains(path + ": shape [2] of <U2 needs 16 data bytes, the file has 12"));
   REQUIRE_THAT(with(npy_bytes("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", floats({1, 2}))),
                Catch::Contains("descr '<c8': expected one of b1, u1, i1, i2, i4, i8, f2, f4, f8"));
   REQUIRE_THAT(with(npy_bytes("{'descr': '<f4', 'shape': (2,), }", floats({1, 2}))),

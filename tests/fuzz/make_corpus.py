@@ -60,7 +60,10 @@ def npy(a):
 
 for name, a in {"f32_2d": np.arange(12, dtype=np.float32).reshape(3, 4), "i64": np.array([3, 1, 2]),
                 "u8_3d": np.zeros((2, 2, 2), np.uint8), "f64_fortran": np.asfortranarray(np.ones((2, 3))),
-                "big_endian": np.arange(4, dtype=">i4"), "bool": np.array([True, False])}.items():
+                "big_endian": np.arange(4, dtype=">i4"), "bool": np.array([True, False]),
+                "unicode": np.array(["setosa", "virginica", "caf\u00e9"]), "bytes": np.array([b"ab", b"c"]),
+                "unicode_fortran": np.asfortranarray(np.array([["a", "bc"], ["d", "e"]])),
+                "unicode_big_endian": np.array(["x", "yz"], dtype=">U2")}.items():
     put("npy", name, b"\x00" + npy(a))
 for name, compression in {"stored": zipfile.ZIP_STORED, "deflated": zipfile.ZIP_DEFLATED}.items():
     f = io.BytesIO()
