@@ -2,7 +2,6 @@
 // apply it.
 #include "nn/activation.h"
 
-#include <torch/nn/functional/dropout.h>
 
 #include <algorithm>
 #include <cmath>
@@ -53,9 +52,7 @@ torch::Tensor Activation::linear_then(LinearImpl& layer, const torch::Tensor& x)
 
 torch::Tensor LayerRule::operator()(LinearImpl& layer, const torch::Tensor& x) const {
   auto y = act.linear_then(layer, x);
-  if (dropout > 0.0)
-    y = torch::nn::functional::dropout(
-        y, torch::nn::functional::DropoutFuncOptions().p(dropout).training(training));
+  y = kiln::ops::random_dropout(y, dropout, training);  // kiln's op: a counter-based mask, none saved
   return residual && y.sizes() == x.sizes() ? kiln::ops::scaled_add(x, y, 1.0) : y;
 }
 

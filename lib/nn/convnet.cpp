@@ -2,12 +2,12 @@
 // the forward pass.
 #include "nn/convnet.h"
 
-#include <torch/nn/functional/dropout.h>
 #include <torch/nn/functional/pooling.h>
 
 #include <algorithm>
 
 #include "nn/trace.h"
+#include "ops/ops.h"
 
 namespace kiln::nn {
 
@@ -89,9 +89,7 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   }
   x = x.flatten(1);  // (B, C'·H'·W')
   if (hidden_) x = act.linear_then(*hidden_, x);  // (B, hidden)
-  if (options.dropout() > 0.0)
-    x = torch::nn::functional::dropout(
-        x, torch::nn::functional::DropoutFuncOptions().p(options.dropout()).training(is_training()));
+  x = kiln::ops::random_dropout(x, options.dropout(), is_training());
   return traced(*this, output_->forward(x));  // (B, out_features)
 }
 

@@ -11,7 +11,6 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/rms_norm.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
-#include <torch/nn/functional/dropout.h>
 #include <torch/nn/init.h>
 
 #include <algorithm>
@@ -33,11 +32,6 @@ std::optional<at::Tensor> bias_of(const LinearImpl& layer) {
   return layer.bias.defined() ? std::optional<at::Tensor>(layer.bias) : std::nullopt;
 }
 
-at::Tensor maybe_dropout(const at::Tensor& x, double p, bool training) {
-  if (p == 0.0 || !training) return x;
-  return torch::nn::functional::dropout(
-      x, torch::nn::functional::DropoutFuncOptions().p(p).training(true));
-}
 
 // Causal attention over queries, keys and values (B, heads, T, d) → (B, heads, T, d).
 // ATen's fused kernel (flash / memory-efficient on CUDA, a flash loop on the CPU),
@@ -65,7 +59,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                                   k.reshape({b * h, s, d}).transpose(1, 2), /*beta=*/1.0,
                                   /*alpha=*/1.0 / std::sqrt(static_cast<double>(d)));  // (B·heads, T, S)
   auto weights = at::softmax(scores, -1);  // in dtype, float32 inside (above)
-  weights = maybe_dropout(weights, dropout_p, dropout_p > 0.0);
+  weights = kiln::ops::random_dropout(weights, dropout_p, dropout_p > 0.0);
   return at::bmm(weights, v.reshape({b * h, s, d}).to(dtype)).view({b, h, t, d});
 }
 
@@ -143,10 +137,10 @@ class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
     } else {
       a = attention_of(qkv_rows, b, t, heads, p, cache, layer, options.block_size());
     }
-    a = maybe_dropout(proj->forward(a), p, is_training()).view({b, t, c});
+    a = kiln::ops::random_dropout(proj->forward(a), p, is_training()).view({b, t, c});
     auto y = kiln::ops::scaled_add(a, x, 1.0);  // the residual stream
     auto m = traced(*fc, kiln::ops::linear_gelu(norm2->forward(y).reshape({b * t, c}), fc->weight, bias_of(*fc)));
-    m = maybe_dropout(out->forward(m), p, is_training()).view({b, t, c});
+    m = kiln::ops::random_dropout(out->forward(m), p, is_training()).view({b, t, c});
     return traced(*this, kiln::ops::scaled_add(m, y, 1.0));
   }
 
@@ -255,7 +249,7 @@ torch::Tensor GptImpl::forward(torch::Tensor tokens) {
   const int64_t b = tokens.size(0), t = tokens.size(1), c = options.width();
   TORCH_CHECK(t >= 1 && t <= options.block_size(), "Gpt: expected 1..", options.block_size(),
               " positions (block_size), got ", t);
-  auto x = maybe_dropout(embed(tokens, 0), options.dropout(), is_training());  // (B, T, C)
+  auto x = kiln::ops::random_dropout(embed(tokens, 0), options.dropout(), is_training());  // (B, T, C)
   x = checkpoint_segments(options.layers(), options.checkpoint_every(), x,
                           [blocks = blocks_](int64_t begin, int64_t end, const at::Tensor& h) mutable {
                             at::Tensor y = h;

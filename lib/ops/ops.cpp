@@ -16,6 +16,7 @@ TORCH_LIBRARY(kiln, m) {
   m.def("gelu_backward(Tensor grad, Tensor x) -> Tensor");
   m.def("bias_gelu(Tensor x, Tensor b) -> Tensor");
   m.def("bias_gelu_backward(Tensor grad, Tensor x, Tensor b) -> (Tensor, Tensor)");
+  m.def("dropout(Tensor x, float p, int seed) -> Tensor");
   m.def("scaled_add(Tensor x, Tensor y, float alpha) -> Tensor");
   m.def("scaled_add_backward(Tensor(a) grad, float alpha, ScalarType? x_dtype=None) -> (Tensor, Tensor(a))");
   m.def("linear(Tensor x, Tensor w, Tensor? b) -> Tensor");
@@ -75,6 +76,10 @@ Tensor sigmoid_backward(const Tensor& grad, const Tensor& s, double beta,
                         std::optional<double> grad_clip) {
   KILN_CALL(sigmoid_backward, Tensor(const Tensor&, const Tensor&, double, std::optional<double>),
             grad, s, beta, grad_clip);
+}
+
+Tensor dropout(const Tensor& x, double p, int64_t seed) {
+  KILN_CALL(dropout, Tensor(const Tensor&, double, int64_t), x, p, seed);
 }
 
 Tensor gelu(const Tensor& x) { KILN_CALL(gelu, Tensor(const Tensor&), x); }

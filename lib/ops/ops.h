@@ -52,6 +52,17 @@ at::Tensor scaled_add(const at::Tensor& x, const at::Tensor& y, double alpha);
 std::tuple<at::Tensor, at::Tensor> scaled_add_backward(const at::Tensor& grad, double alpha,
                                                        std::optional<at::ScalarType> x_dtype = std::nullopt);
 
+/// Dropout with a counter-based mask: each element is kept with probability 1 − p and
+/// scaled by 1/(1 − p), else becomes x·0 (NaN stays NaN); which elements are kept is a
+/// function of (seed, the element's row-major index) alone (Philox4x32-10, the same on
+/// CPU and CUDA), so backward is dropout(grad, p, seed) and saves no mask. The output
+/// is contiguous. p ∈ [0, 1]; p = 0 copies. Example: auto y = kiln::ops::dropout(x, 0.1, seed);
+at::Tensor dropout(const at::Tensor& x, double p, int64_t seed);
+/// dropout(x, p, seed) with a seed drawn from the default CPU generator (torch::manual_seed
+/// fixes it, a checkpoint's RNG state resumes it) when training and p > 0; else x itself.
+/// Example: y = kiln::ops::random_dropout(y, 0.1, is_training());
+at::Tensor random_dropout(const at::Tensor& x, double p, bool training);
+
 /// x·wᵀ + b; x: (B, K), w: (N, K), b: (N) or none. Example: auto y = kiln::ops::linear(x, w, b);
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
 /// gelu(x·wᵀ + b) with the GELU fused into the matrix multiply on CUDA.

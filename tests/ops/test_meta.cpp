@@ -109,6 +109,7 @@ std::vector<OpCase> op_cases(at::ScalarType dtype) {
           return Tensors{ops::sigmoid_backward(t[0], t[1], 2.0, std::nullopt)};
         },
         {g, x});
+    add("dropout", [](const Tensors& t) { return Tensors{ops::dropout(t[0], 0.25, 7)}; }, {x});
     add("gelu", [](const Tensors& t) { return Tensors{ops::gelu(t[0])}; }, {x});
     add("gelu_backward", [](const Tensors& t) { return Tensors{ops::gelu_backward(t[0], t[1])}; },
         {g, x});
@@ -248,6 +249,7 @@ std::vector<OpCase> error_cases() {
        {at::ones({3}, at::kInt)}},
       {"relu_backward: y of another shape",
        [](const Tensors& t) { return Tensors{ops::relu_backward(t[0], t[1])}; }, {r({3}), r({4})}},
+      {"dropout: p > 1", [](const Tensors& t) { return Tensors{ops::dropout(t[0], 1.5, 7)}; }, {r({3})}},
       {"sigmoid: grad_clip < 0",
        [](const Tensors& t) { return Tensors{ops::sigmoid(t[0], 1.0, -1.0)}; }, {r({3})}},
       {"sigmoid_backward: s of another dtype",

@@ -27,6 +27,7 @@ std::vector<Call> calls() {
       {"sigmoid", [](bool g) { return std::vector{k::sigmoid(input({64}, g), 2.0, 0.5)}; }},
       {"sigmoid_backward",
        [](bool g) { return std::vector{k::sigmoid_backward(input({64}, g), input({64}, g), 2.0, std::nullopt)}; }},
+      {"dropout", [](bool g) { return std::vector{k::dropout(input({64}, g), 0.5, 3)}; }},
       {"gelu", [](bool g) { return std::vector{k::gelu(input({64}, g))}; }},
       {"gelu_backward", [](bool g) { return std::vector{k::gelu_backward(input({64}, g), input({64}, g))}; }},
       {"bias_gelu", [](bool g) { return std::vector{k::bias_gelu(input({4, 16}, g), input({16}, g))}; }},
