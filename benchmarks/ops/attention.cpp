@@ -1,7 +1,9 @@
 // causal_attention against the composite it replaces in kiln::nn::Gpt under CPU
 // bfloat16 autocast (q, k, v split into heads, baddbmm with the causal mask as bias,
 // softmax, bmm, the heads merged): forward alone, and forward + backward through
-// autograd ("train"). bfloat16 on the CPU only. The GPT's shape: T 128, 6 heads of
+// autograd ("train"), and that with dropout 0.1 on the weights ("train-drop": the
+// composite drops them with kiln::dropout, as the GPT did before the kernel took
+// dropout). bfloat16 on the CPU only. The GPT's shape: T 128, 6 heads of
 // 32; n sets the batch, B = n / (T·C).
 #include <ATen/ops/baddbmm.h>
 #include <ATen/ops/bmm.h>
@@ -16,7 +18,7 @@
 
 namespace {
 
-at::Tensor composite(const at::Tensor& qkv, int64_t heads) {
+at::Tensor composite(const at::Tensor& qkv, int64_t heads, double p = 0.0) {
   const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, d = c / heads;
   const auto parts = qkv.view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4}).unbind(0);
   auto bias = at::zeros({t, t}, qkv.options());
@@ -24,7 +26,9 @@ at::Tensor composite(const at::Tensor& qkv, int64_t heads) {
   const auto scores = at::baddbmm(bias.expand({b * heads, t, t}), parts[0].reshape({b * heads, t, d}),
                                   parts[1].reshape({b * heads, t, d}).transpose(1, 2), 1.0,
                                   1.0 / std::sqrt(static_cast<double>(d)));
-  const auto a = at::bmm(at::softmax(scores, -1), parts[2].reshape({b * heads, t, d}));
+  auto weights = at::softmax(scores, -1);
+  if (p > 0.0) weights = kiln::ops::dropout(weights, p, 17);
+  const auto a = at::bmm(weights, parts[2].reshape({b * heads, t, d}));
   return a.view({b, heads, t, d}).transpose(1, 2).reshape({b, t, c});
 }
 
@@ -42,5 +46,7 @@ KILN_BENCH_CASES(attention) {
        [=] { composite(qkv, kHeads); }},
       {"attention", "train", [=] { kiln::ops::causal_attention(leaf(), kHeads).backward(grad); },
        [=] { composite(leaf(), kHeads).backward(grad); }},
+      {"attention", "train-drop", [=] { kiln::ops::causal_attention(leaf(), kHeads, 0.1, 17).backward(grad); },
+       [=] { composite(leaf(), kHeads, 0.1).backward(grad); }},
   };
 }

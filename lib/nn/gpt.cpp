@@ -68,7 +68,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 // AVX512-BF16 and no AMX (without the first the kernel's products are float loops; with
 // AMX oneDNN's products in the composite may well be the faster: not measured), unless
 // KILN_CPU_ATTENTION=composite. The caller checks what the kernel does not do (a KV
-// cache, dropout on the attention weights).
+// cache); dropout on the attention weights it does.
 bool fused_attention_applies(const at::Tensor& qkv) {
   static const bool allowed = util::env_switch("KILN_CPU_ATTENTION", {"auto", "composite"}) == 0 &&
                               kiln::ops::cpu_has_avx512_bf16() &&
@@ -132,8 +132,11 @@ class GptBlockImpl : public torch::nn::Cloneable<GptBlockImpl> {
     const auto qkv_rows = traced(*attn, kiln::ops::linear(norm1->forward(x).reshape({b * t, c}),
                                                           attn->weight, bias_of(*attn)));  // (B·T, 3C)
     at::Tensor a;  // (B·T, C)
-    if (!cache && p == 0.0 && fused_attention_applies(qkv_rows)) {
-      a = kiln::ops::causal_attention(qkv_rows.view({b, t, 3 * c}), heads).view({b * t, c});
+    if (!cache && fused_attention_applies(qkv_rows)) {
+      // Dropout on the weights inside the kernel, with the composite form's mask for the
+      // same seed (the seed is drawn as the composite's random_dropout draws it).
+      const int64_t seed = p > 0.0 ? kiln::ops::dropout_seed() : 0;
+      a = kiln::ops::causal_attention(qkv_rows.view({b, t, 3 * c}), heads, p, seed).view({b * t, c});
     } else {
       a = attention_of(qkv_rows, b, t, heads, p, cache, layer, options.block_size());
     }

@@ -26,9 +26,10 @@ TORCH_LIBRARY(kiln, m) {
   m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor");
   m.def("cross_entropy_forward(Tensor logits, Tensor target) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse) -> Tensor");
-  m.def("causal_attention(Tensor qkv, int heads) -> Tensor");
-  m.def("causal_attention_forward(Tensor qkv, int heads) -> (Tensor, Tensor)");
-  m.def("causal_attention_backward(Tensor grad, Tensor qkv, Tensor out, Tensor lse, int heads) -> Tensor");
+  m.def("causal_attention(Tensor qkv, int heads, float dropout_p=0.0, int seed=0) -> Tensor");
+  m.def("causal_attention_forward(Tensor qkv, int heads, float dropout_p=0.0, int seed=0) -> (Tensor, Tensor)");
+  m.def("causal_attention_backward(Tensor grad, Tensor qkv, Tensor out, Tensor lse, int heads, "
+        "float dropout_p=0.0, int seed=0) -> Tensor");
   m.def("layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps, ScalarType? out_dtype=None) -> Tensor");
   m.def("layer_norm_forward(Tensor x, Tensor? weight, Tensor? bias, float eps, ScalarType? out_dtype=None) -> (Tensor, Tensor, Tensor)");
   m.def("layer_norm_backward(Tensor grad, Tensor x, Tensor? weight, Tensor mean, Tensor rstd, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
@@ -130,17 +131,18 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
             target, lse);
 }
 
-Tensor causal_attention(const Tensor& qkv, int64_t heads) {
-  KILN_CALL(causal_attention, Tensor(const Tensor&, int64_t), qkv, heads);
+Tensor causal_attention(const Tensor& qkv, int64_t heads, double dropout_p, int64_t seed) {
+  KILN_CALL(causal_attention, Tensor(const Tensor&, int64_t, double, int64_t), qkv, heads, dropout_p, seed);
 }
-Tensor2 causal_attention_forward(const Tensor& qkv, int64_t heads) {
-  KILN_CALL(causal_attention_forward, Tensor2(const Tensor&, int64_t), qkv, heads);
+Tensor2 causal_attention_forward(const Tensor& qkv, int64_t heads, double dropout_p, int64_t seed) {
+  KILN_CALL(causal_attention_forward, Tensor2(const Tensor&, int64_t, double, int64_t), qkv, heads, dropout_p,
+            seed);
 }
 Tensor causal_attention_backward(const Tensor& grad, const Tensor& qkv, const Tensor& out,
-                                 const Tensor& lse, int64_t heads) {
+                                 const Tensor& lse, int64_t heads, double dropout_p, int64_t seed) {
   KILN_CALL(causal_attention_backward,
-            Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t), grad, qkv,
-            out, lse, heads);
+            Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, double, int64_t), grad,
+            qkv, out, lse, heads, dropout_p, seed);
 }
 
 using OptTensor = std::optional<Tensor>;

@@ -58,6 +58,9 @@ std::tuple<at::Tensor, at::Tensor> scaled_add_backward(const at::Tensor& grad, d
 /// CPU and CUDA), so backward is dropout(grad, p, seed) and saves no mask. The output
 /// is contiguous. p ∈ [0, 1]; p = 0 copies. Example: auto y = kiln::ops::dropout(x, 0.1, seed);
 at::Tensor dropout(const at::Tensor& x, double p, int64_t seed);
+/// A seed for dropout drawn from the default CPU generator (its mutex held), as
+/// random_dropout draws one. Example: kiln::ops::causal_attention(qkv, h, p, kiln::ops::dropout_seed());
+int64_t dropout_seed();
 /// dropout(x, p, seed) with a seed drawn from the default CPU generator (torch::manual_seed
 /// fixes it, a checkpoint's RNG state resumes it) when training and p > 0; else x itself.
 /// Example: y = kiln::ops::random_dropout(y, 0.1, is_training());
@@ -93,14 +96,19 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logi
 /// split into heads of d columns; returns (B, T, C), head h in columns h·d…h·d+d, of
 /// softmax(q·kᵀ/√d with key > query masked)·v. The layouts are those of a qkv
 /// projection's output and of the projection after attention, so neither side copies.
+/// With dropout_p > 0 the softmax's weights are dropped as kiln::dropout(weights,
+/// dropout_p, seed) drops the (B·heads, T, T) weights of the composite form, and backward
+/// draws the same mask again (nothing more is saved).
 /// Example: auto y = kiln::ops::causal_attention(qkv.view({b, t, 3 * c}), heads);
-at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads);
+at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads, double dropout_p = 0.0, int64_t seed = 0);
 /// (out, lse): the output and each (batch, head, query)'s log-sum-exp of its scaled
-/// scores, (B, heads, T) float32, kept for backward.
-std::tuple<at::Tensor, at::Tensor> causal_attention_forward(const at::Tensor& qkv, int64_t heads);
-/// dqkv (B, T, 3C) from grad (B, T, C) and the forward's qkv, out and lse.
+/// scores (the undropped softmax's), (B, heads, T) float32, kept for backward.
+std::tuple<at::Tensor, at::Tensor> causal_attention_forward(const at::Tensor& qkv, int64_t heads,
+                                                            double dropout_p = 0.0, int64_t seed = 0);
+/// dqkv (B, T, 3C) from grad (B, T, C) and the forward's qkv, out, lse and dropout.
 at::Tensor causal_attention_backward(const at::Tensor& grad, const at::Tensor& qkv,
-                                     const at::Tensor& out, const at::Tensor& lse, int64_t heads);
+                                     const at::Tensor& out, const at::Tensor& lse, int64_t heads,
+                                     double dropout_p = 0.0, int64_t seed = 0);
 
 /// Layer norm over x's last dimension: (x − mean)·rstd·weight + bias, rstd =
 /// 1/√(var + eps), weight and bias (C) of x's dtype or none. The output is in x's dtype

@@ -13,6 +13,7 @@
 #include "cpu_builds.h"
 #include "ops/attention/attention_kernel.h"
 #include "ops/cpu_bf16.h"
+#include "ops/dropout/dropout_args.h"
 #include "ops/ops.h"
 #include "support.h"
 
@@ -28,16 +29,31 @@ struct Shape {
 const std::vector<Shape> kShapes = {{1, 1, 1, 2}, {2, 31, 3, 8}, {1, 33, 2, 32}, {2, 70, 1, 24},
                                     {1, 64, 2, 16}, {1, 45, 2, 40}};
 
-// The reference in float32: (out, lse) of qkv (B, T, 3C) as float.
-std::pair<at::Tensor, at::Tensor> reference(const at::Tensor& qkv, int64_t heads) {
+// The reference in float32: (out, lse) of qkv (B, T, 3C) as float; with `drop` (the
+// (B·heads, T, T) multipliers kiln::dropout gives: 0 or 1/(1 − p)) the weights times it.
+std::pair<at::Tensor, at::Tensor> reference(const at::Tensor& qkv, int64_t heads, const at::Tensor& drop = {}) {
   const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, d = c / heads;
   const auto parts = qkv.view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4}).unbind(0);
   const auto scores = at::matmul(parts[0], parts[1].transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
   const auto mask = at::ones({t, t}, at::kBool).triu(1);
   const auto masked = scores.masked_fill(mask, -INFINITY);
   const auto lse = at::logsumexp(masked, -1);  // (B, heads, T)
-  const auto out = at::matmul(at::softmax(masked, -1), parts[2]).transpose(1, 2).reshape({b, t, c});
+  auto weights = at::softmax(masked, -1);
+  if (drop.defined()) weights = weights * drop.view({b, heads, t, t});
+  const auto out = at::matmul(weights, parts[2]).transpose(1, 2).reshape({b, t, c});
   return {out, lse};
+}
+
+// The kernels' dropout for p and seed, and the weights' multipliers kiln::dropout gives.
+std::pair<kiln::ops::cpu::AttentionDropout, at::Tensor> dropout_of(double p, int64_t seed, int64_t bh, int64_t t) {
+  kiln::ops::cpu::AttentionDropout d;
+  if (p == 0.0) return {d, at::Tensor()};
+  const auto k = kiln::ops::dropout_constants("test", p);
+  d.active = true;
+  d.seed = static_cast<uint64_t>(seed);
+  d.keep_below = k.keep_below;
+  d.scale = static_cast<float>(k.scale);
+  return {d, kiln::ops::dropout(at::ones({bh, t, t}), p, seed)};
 }
 
 at::Tensor sample_qkv(const Shape& s, int64_t seed) {
@@ -60,36 +76,40 @@ std::vector<bool> dot_modes() {
 
 }  // namespace
 
-TEST_CASE("causal attention matches a float32 reference in every CPU build", "[ops][attention]") {
+TEST_CASE("causal attention matches a float32 reference in every CPU build, with and without dropout",
+          "[ops][attention]") {
   for (const auto& s : kShapes) {
+   for (const double p : {0.0, 0.3}) {
     const auto qkv = sample_qkv(s, s.t);
-    const auto [ref_out, ref_lse] = reference(qkv.to(at::kFloat), s.heads);
+    const auto [drop, mults] = dropout_of(p, 1000 + s.t, s.b * s.heads, s.t);
+    const auto [ref_out, ref_lse] = reference(qkv.to(at::kFloat), s.heads, mults);
     // The gradient reference: autograd through the float32 reference.
     auto qkv32 = qkv.to(at::kFloat).requires_grad_(true);
     const auto grad = at::randn(ref_out.sizes()).to(at::kBFloat16);
-    reference(qkv32, s.heads).first.backward(grad.to(at::kFloat));
+    reference(qkv32, s.heads, mults).first.backward(grad.to(at::kFloat));
     const kiln::ops::cpu::AttentionShape shape{s.b, s.t, s.heads, s.d};
     for (const auto& [name, fwd] : KILN_CPU_BUILDS(causal_attention_forward)) {
       for (const bool bf16_dot : dot_modes()) {
         if (bf16_dot && name != "avx512") continue;  // vdpbf16ps is only in the AVX-512 build
         INFO("build " << name << ", bf16 dot " << bf16_dot << ", B " << s.b << " T " << s.t
-                      << " heads " << s.heads << " d " << s.d);
+                      << " heads " << s.heads << " d " << s.d << ", dropout " << p);
         auto out = at::empty(ref_out.sizes(), qkv.options());
         auto lse = at::empty(ref_lse.sizes(), qkv.options().dtype(at::kFloat));
-        fwd(shape, qkv.const_data_ptr(), out.data_ptr(), lse.data_ptr<float>(), bf16_dot, 0, s.b * s.heads);
+        fwd(shape, drop, qkv.const_data_ptr(), out.data_ptr(), lse.data_ptr<float>(), bf16_dot, 0, s.b * s.heads);
         CHECK(relative_error(out, ref_out) < 0.02);
         KILN_REQUIRE_CLOSE(lse, ref_lse, 1e-5, 1e-5);
         auto dqkv = at::full(qkv.sizes(), NAN, qkv.options());  // every element must be written
         const auto ref = out;  // the kernel's own output, as autograd saves it
         for (const auto& [bname, bwd] : KILN_CPU_BUILDS(causal_attention_backward)) {
           if (bname != name) continue;
-          bwd(shape, grad.const_data_ptr(), qkv.const_data_ptr(), ref.const_data_ptr(),
+          bwd(shape, drop, grad.const_data_ptr(), qkv.const_data_ptr(), ref.const_data_ptr(),
               lse.const_data_ptr<float>(), dqkv.data_ptr(), bf16_dot, 0, s.b * s.heads);
         }
         REQUIRE(!at::isnan(dqkv).any().item<bool>());
         CHECK(relative_error(dqkv, qkv32.grad()) < 0.03);
       }
     }
+   }
   }
 }
 
@@ -108,10 +128,10 @@ TEST_CASE("causal attention: the AVX512-BF16 products agree with the plain ones"
   for (int mode = 0; mode < 2; ++mode) {
     outs[mode] = at::empty({s.b, s.t, c}, qkv.options());
     auto lse = at::empty({s.b, s.heads, s.t}, qkv.options().dtype(at::kFloat));
-    kiln::ops::cpu::avx512::causal_attention_forward(shape, qkv.const_data_ptr(), outs[mode].data_ptr(),
+    kiln::ops::cpu::avx512::causal_attention_forward(shape, {}, qkv.const_data_ptr(), outs[mode].data_ptr(),
                                                      lse.data_ptr<float>(), mode == 1, 0, s.b * s.heads);
     grads[mode] = at::empty_like(qkv);
-    kiln::ops::cpu::avx512::causal_attention_backward(shape, grad.const_data_ptr(), qkv.const_data_ptr(),
+    kiln::ops::cpu::avx512::causal_attention_backward(shape, {}, grad.const_data_ptr(), qkv.const_data_ptr(),
                                                       outs[0].const_data_ptr(), lse.const_data_ptr<float>(),
                                                       grads[mode].data_ptr(), mode == 1, 0, s.b * s.heads);
   }
@@ -134,7 +154,7 @@ TEST_CASE("causal attention: a NaN in q or k reaches every row that sees it", "[
       INFO("build " << name << ", bf16 dot " << bf16_dot);
       auto out = at::empty({s.b, s.t, s.d}, qkv.options());
       auto lse = at::empty({s.b, s.heads, s.t}, qkv.options().dtype(at::kFloat));
-      fwd(shape, qkv.const_data_ptr(), out.data_ptr(), lse.data_ptr<float>(), bf16_dot, 0, 1);
+      fwd(shape, {}, qkv.const_data_ptr(), out.data_ptr(), lse.data_ptr<float>(), bf16_dot, 0, 1);
       const auto row_nan = at::isnan(out[0].to(at::kFloat)).any(-1);
       for (int64_t i = 0; i < s.t; ++i) {
         INFO("query " << i);
@@ -180,6 +200,31 @@ TEST_CASE("causal attention through autograd and autocast", "[ops][attention]") 
   }
   REQUIRE(f32.grad().scalar_type() == at::kFloat);
   CHECK(at::equal(f32.grad(), qkv.grad().to(at::kFloat)));
+}
+
+TEST_CASE("causal attention with dropout drops the weights kiln::dropout drops, backward too",
+          "[ops][attention][dropout]") {
+  const Shape s{2, 70, 3, 16};
+  const auto base = sample_qkv(s, 4);
+  for (const double p : {0.1, 0.5}) {
+    INFO("p " << p);
+    auto qkv = base.clone().requires_grad_(true);
+    const auto y = kiln::ops::causal_attention(qkv, s.heads, p, 77);
+    const auto grad = at::randn(y.sizes()).to(at::kBFloat16);
+    y.backward(grad);
+    const auto mults = kiln::ops::dropout(at::ones({s.b * s.heads, s.t, s.t}), p, 77);
+    auto qkv32 = base.to(at::kFloat).requires_grad_(true);
+    const auto ref = reference(qkv32, s.heads, mults).first;
+    ref.backward(grad.to(at::kFloat));
+    CHECK(relative_error(y, ref.detach()) < 0.02);
+    CHECK(relative_error(qkv.grad(), qkv32.grad()) < 0.03);
+    // Another seed drops others: the output moves by far more than rounding.
+    CHECK(relative_error(kiln::ops::causal_attention(base, s.heads, p, 78), ref.detach()) > 0.05);
+  }
+  // p = 0 is no dropout, whatever the seed; p outside [0, 1] is refused.
+  CHECK(at::equal(kiln::ops::causal_attention(base, s.heads, 0.0, 5), kiln::ops::causal_attention(base, s.heads)));
+  REQUIRE_THROWS_WITH(kiln::ops::causal_attention(base, s.heads, 1.5, 1),
+                      Contains("kiln::causal_attention_forward: p: expected a probability in [0, 1], got 1.5"));
 }
 
 TEST_CASE("causal attention refuses a double backward", "[ops][attention]") {

@@ -5,6 +5,7 @@
 
 #include <string_view>
 
+#include "../dropout/dropout_args.h"
 #include "attention_kernel.h"
 
 namespace kiln::ops {
@@ -22,6 +23,17 @@ inline cpu::AttentionShape attention_shape(std::string_view op, const at::Tensor
               heads, "), got ", width);
   TORCH_CHECK(width > 0, op, ": qkv: expected a last dimension 3·heads·d with d ≥ 1, got 0");
   return {qkv.size(0), qkv.size(1), heads, width / (3 * heads)};
+}
+
+/// The kernels' dropout of the weights for p ∈ [0, 1] (checked) and seed.
+inline cpu::AttentionDropout attention_dropout(std::string_view op, double p, int64_t seed) {
+  const auto k = dropout_constants(op, p);
+  cpu::AttentionDropout d;
+  d.active = p > 0.0;
+  d.seed = static_cast<uint64_t>(seed);
+  d.keep_below = k.keep_below;
+  d.scale = static_cast<float>(k.scale);
+  return d;
 }
 
 /// grad and out (B, T, C) bfloat16, lse (B, heads, T) float32, all on qkv's device.

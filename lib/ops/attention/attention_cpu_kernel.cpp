@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "../cpu_exp.h"
+#include "../dropout/philox_cpu.h"
 
 #if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
 #include <immintrin.h>
@@ -348,8 +349,10 @@ inline VecF exp_lanes(const float* s, int64_t j0, int64_t len, VecF scale, VecF 
 // exps overwrite s (float32) and are rounded into p in a pass of their own over the
 // row, still in L1: the rounding is then one instruction where the CPU has
 // AVX512-BF16 (round_row), which a kernel compiled for plain AVX-512 cannot inline.
+// With dropout, mult[0, len) (scale or 0 per key) multiplies the exps after their sum,
+// which stays the undropped softmax's: the weights are dropped after normalising.
 std::pair<float, float> exp_round_row(float* s, int64_t len, int64_t nk, float scale, uint16_t* p,
-                                      bool native) {
+                                      bool native, const float* mult) {
   constexpr int64_t kW = VecF::size();
   const float top = scale * max_of(s, len);  // scale > 0
   const VecF vscale(scale), vtop(top);
@@ -360,6 +363,8 @@ std::pair<float, float> exp_round_row(float* s, int64_t len, int64_t nk, float s
     e0.store(s + j);
     e1.store(s + j + kW);
   }
+  if (mult != nullptr)
+    for (int64_t j = 0; j < len; ++j) s[j] *= mult[j];
   round_row(native, s, 1.0f, p, nk);
   return {top, at::vec::vec_reduce_all<float>([](VecF x, VecF y) { return x + y; }, vsum)};
 }
@@ -367,14 +372,27 @@ std::pair<float, float> exp_round_row(float* s, int64_t len, int64_t nk, float s
 // The softmax's gradient with respect to the scaled scores, rounded for the products:
 // p = exp(scale·s − lse) and ds = p·(dp − delta) for j < len, zero after, into pb and
 // dsb [0, nk) as bfloat16. p overwrites s and ds dp (float32) first, as in exp_round_row.
+// With dropout (mult: scale or 0 per key, as the forward drew it) the output took
+// z = mult·p: pb is z (dV = dOᵀ·Z), and ds = p·(mult·dp − delta) — delta = Σ dO·O is
+// Σ_j dZ·Z, the same sum (flash attention's dropout backward).
 void softmax_grad_round_row(float* s, float* dp, int64_t len, int64_t nk, float scale, float lse,
-                            float delta, uint16_t* pb, uint16_t* dsb, bool native) {
+                            float delta, uint16_t* pb, uint16_t* dsb, bool native, const float* mult) {
   constexpr int64_t kW = VecF::size();
   const VecF vscale(scale), vlse(lse), vdelta(delta);
   for (int64_t j = 0; j < nk; j += kPair) {
-    const VecF p0 = exp_lanes(s, j, len, vscale, vlse), p1 = exp_lanes(s, j + kW, len, vscale, vlse);
-    const VecF g0 = p0 * (load_lanes(dp + j, lanes(j, len)) - vdelta),
-               g1 = p1 * (load_lanes(dp + j + kW, lanes(j + kW, len)) - vdelta);
+    VecF p0 = exp_lanes(s, j, len, vscale, vlse), p1 = exp_lanes(s, j + kW, len, vscale, vlse);
+    VecF d0 = load_lanes(dp + j, lanes(j, len)), d1 = load_lanes(dp + j + kW, lanes(j + kW, len));
+    VecF g0, g1;
+    if (mult != nullptr) {
+      const VecF m0 = load_lanes(mult + j, lanes(j, len)), m1 = load_lanes(mult + j + kW, lanes(j + kW, len));
+      g0 = p0 * (d0 * m0 - vdelta);
+      g1 = p1 * (d1 * m1 - vdelta);
+      p0 = p0 * m0;
+      p1 = p1 * m1;
+    } else {
+      g0 = p0 * (d0 - vdelta);
+      g1 = p1 * (d1 - vdelta);
+    }
     p0.store(s + j);
     p1.store(s + j + kW);
     g0.store(dp + j);
@@ -404,10 +422,10 @@ inline const uint32_t* as_words(const uint16_t* x) { return reinterpret_cast<con
 struct ForwardScratch {
   std::vector<uint16_t> q, rows, p;
   std::vector<uint32_t> kt, v;
-  std::vector<float> s, o;
+  std::vector<float> s, o, mult;
   explicit ForwardScratch(const Sizes& z)
       : q(z.t_pad * z.d_pad), rows(z.t_pad * z.d_pad), p(kRows * z.t_pad), kt(z.d_pad / 2 * z.t_pad), v(z.t_pad / 2 * z.d_pad),
-        s(kRows * z.t_pad), o(kRows * z.d_pad) {}
+        s(kRows * z.t_pad), o(kRows * z.d_pad), mult(z.t_pad) {}
 };
 
 // Asks for rows [t0, t1) of the next head's operands (next + offset + t·ld, d bfloat16
@@ -422,8 +440,17 @@ void prefetch_rows(const uint16_t* next, int64_t ld, int64_t t0, int64_t t1, int
       for (int64_t j = 0; j < d; j += 32) __builtin_prefetch(next + off + t * ld + j, 0, 2);
 }
 
-void forward_head(const Sizes& z, const uint16_t* qkv, const uint16_t* next, uint16_t* out,
-                  float* lse, bool bf16_dot, ForwardScratch& w) {
+// Query i's dropout multipliers of head bh (keys 0..len−1) into mult, or null without
+// dropout: the weights' elements (bh·T + i)·T + j, as kiln::dropout numbers them.
+const float* weight_mults(const AttentionDropout& drop, const Sizes& z, int64_t bh, int64_t i, int64_t len,
+                          float* mult) {
+  if (!drop.active) return nullptr;
+  keep_multipliers(drop.seed, (bh * z.t + i) * z.t, len, drop.keep_below, drop.scale, mult);
+  return mult;
+}
+
+void forward_head(const Sizes& z, const AttentionDropout& drop, int64_t bh, const uint16_t* qkv,
+                  const uint16_t* next, uint16_t* out, float* lse, bool bf16_dot, ForwardScratch& w) {
   const Head q{qkv, z.ld}, k{qkv + z.c, z.ld}, v{qkv + 2 * z.c, z.ld};
   pack_rows(q, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
   pack_rows(k, z.t, z.d, z.t_pad, z.d_pad, w.rows.data());
@@ -439,9 +466,10 @@ void forward_head(const Sizes& z, const uint16_t* qkv, const uint16_t* next, uin
     for (int64_t r = 0; r < kRows; ++r) {
       const int64_t i = i0 + r;
       const int64_t len = i < z.t ? i + 1 : 0;  // query i sees keys 0..i
-      std::tie(top[r], sum[r]) = len > 0 ? exp_round_row(w.s.data() + r * z.t_pad, len, nk, z.scale,
-                                                         w.p.data() + r * z.t_pad, bf16_dot)
-                                         : std::pair{0.0f, 1.0f};
+      std::tie(top[r], sum[r]) =
+          len > 0 ? exp_round_row(w.s.data() + r * z.t_pad, len, nk, z.scale, w.p.data() + r * z.t_pad, bf16_dot,
+                                  weight_mults(drop, z, bh, i, len, w.mult.data()))
+                  : std::pair{0.0f, 1.0f};
       if (len == 0) std::fill_n(w.p.data() + r * z.t_pad, nk, uint16_t{0});
     }
     for (int64_t r = 0; r < kRows; r += VecF::size()) {  // lse = top + log(sum), kRows at once
@@ -459,14 +487,14 @@ void forward_head(const Sizes& z, const uint16_t* qkv, const uint16_t* next, uin
 struct BackwardScratch {
   std::vector<uint16_t> q, g, rows, pb, dsb;
   std::vector<uint32_t> qt, gt, pairs, kt, vt, k, pw, dsw;
-  std::vector<float> delta, s, dp, dq, dvt, dkt, rows_f;
+  std::vector<float> delta, s, dp, dq, dvt, dkt, rows_f, mult;
   explicit BackwardScratch(const Sizes& z)
       : q(z.t_pad * z.d_pad), g(z.t_pad * z.d_pad), rows(z.t_pad * z.d_pad), pb(kRows * z.t_pad),
         dsb(kRows * z.t_pad), qt(z.d_pad * z.t_pad / 2), gt(z.d_pad * z.t_pad / 2),
         pairs(z.t_pad / 2 * z.d_pad), kt(z.d_pad / 2 * z.t_pad), vt(z.d_pad / 2 * z.t_pad),
         k(z.t_pad / 2 * z.d_pad), pw(kRows / 2 * z.t_pad), dsw(kRows / 2 * z.t_pad), delta(z.t_pad),
         s(kRows * z.t_pad), dp(kRows * z.t_pad), dq(kRows * z.d_pad), dvt(z.d_pad * z.t_pad),
-        dkt(z.d_pad * z.t_pad), rows_f(z.t_pad * z.d_pad) {}
+        dkt(z.d_pad * z.t_pad), rows_f(z.t_pad * z.d_pad), mult(z.t_pad) {}
 };
 
 // One head's rows in the backward's three inputs: grad and out (T, C) rows of this
@@ -476,8 +504,8 @@ struct HeadInputs {
 };
 
 // dqkv like qkv; next: the following head's inputs, prefetched a block at a time.
-void backward_head(const Sizes& z, const HeadInputs& in, const HeadInputs& next, const float* lse,
-                   uint16_t* dqkv, bool bf16_dot, BackwardScratch& w) {
+void backward_head(const Sizes& z, const AttentionDropout& drop, int64_t bh, const HeadInputs& in,
+                   const HeadInputs& next, const float* lse, uint16_t* dqkv, bool bf16_dot, BackwardScratch& w) {
   const uint16_t *grad = in.grad, *qkv = in.qkv, *out = in.out;
   const Head q{qkv, z.ld}, k{qkv + z.c, z.ld}, v{qkv + 2 * z.c, z.ld}, g{grad, z.c};
   pack_rows(q, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
@@ -510,7 +538,8 @@ void backward_head(const Sizes& z, const HeadInputs& in, const HeadInputs& next,
       const int64_t len = i < z.t ? i + 1 : 0;  // len 0: all zeros, lse and delta unread
       softmax_grad_round_row(w.s.data() + r * z.t_pad, w.dp.data() + r * z.t_pad, len, nk, z.scale,
                              len > 0 ? lse[i] : 0.0f, len > 0 ? w.delta[i] : 0.0f,
-                             w.pb.data() + r * z.t_pad, w.dsb.data() + r * z.t_pad, bf16_dot);
+                             w.pb.data() + r * z.t_pad, w.dsb.data() + r * z.t_pad, bf16_dot,
+                             len > 0 ? weight_mults(drop, z, bh, i, len, w.mult.data()) : nullptr);
     }
     // dQ = dS·K·scale, complete for these queries.
     dot(bf16_dot, as_words(w.dsb.data()), z.t_pad / 2, w.k.data(), z.d_pad, nk / 2, w.dq.data(), z.d_pad,
@@ -536,8 +565,8 @@ void backward_head(const Sizes& z, const HeadInputs& in, const HeadInputs& next,
 
 }  // namespace
 
-void causal_attention_forward(const AttentionShape& shape, const void* qkv, void* out, float* lse,
-                              bool bf16_dot, int64_t begin, int64_t end) {
+void causal_attention_forward(const AttentionShape& shape, const AttentionDropout& dropout, const void* qkv,
+                              void* out, float* lse, bool bf16_dot, int64_t begin, int64_t end) {
   const Sizes z(shape);
   const auto* x = static_cast<const uint16_t*>(qkv);
   auto* y = static_cast<uint16_t*>(out);
@@ -545,13 +574,13 @@ void causal_attention_forward(const AttentionShape& shape, const void* qkv, void
   const auto head_qkv = [&](int64_t bh) { return x + bh / shape.heads * z.t * z.ld + bh % shape.heads * z.d; };
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / shape.heads, h = bh % shape.heads;
-    forward_head(z, head_qkv(bh), bh + 1 < end ? head_qkv(bh + 1) : nullptr, y + b * z.t * z.c + h * z.d,
+    forward_head(z, dropout, bh, head_qkv(bh), bh + 1 < end ? head_qkv(bh + 1) : nullptr, y + b * z.t * z.c + h * z.d,
                  lse + bh * z.t, bf16_dot, w);
   }
 }
 
-void causal_attention_backward(const AttentionShape& shape, const void* grad, const void* qkv,
-                               const void* out, const float* lse, void* dqkv, bool bf16_dot,
+void causal_attention_backward(const AttentionShape& shape, const AttentionDropout& dropout, const void* grad,
+                               const void* qkv, const void* out, const float* lse, void* dqkv, bool bf16_dot,
                                int64_t begin, int64_t end) {
   const Sizes z(shape);
   const auto* g = static_cast<const uint16_t*>(grad);
@@ -565,7 +594,7 @@ void causal_attention_backward(const AttentionShape& shape, const void* grad, co
   };
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / shape.heads, h = bh % shape.heads;
-    backward_head(z, inputs(bh), bh + 1 < end ? inputs(bh + 1) : HeadInputs{}, lse + bh * z.t,
+    backward_head(z, dropout, bh, inputs(bh), bh + 1 < end ? inputs(bh + 1) : HeadInputs{}, lse + bh * z.t,
                   dx + b * z.t * z.ld + h * z.d, bf16_dot, w);
   }
 }

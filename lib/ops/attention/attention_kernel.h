@@ -13,19 +13,31 @@ struct AttentionShape {
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
 };
 
+/// Dropout on the attention weights (the softmax's output), kiln::dropout's mask: the
+/// weight of head bh, query i, key j is element (bh·time + i)·time + j of the
+/// (batch·heads, time, time) weights, kept where its Philox word is below keep_below
+/// (dropout_args.h) and then scaled. active = false: none.
+struct AttentionDropout {
+  bool active = false;
+  uint64_t seed = 0;
+  uint32_t keep_below = 0;
+  float scale = 1.0f;
+};
+
 // out (batch, time, heads·head_dim) bfloat16 = softmax(q·kᵀ/√head_dim, causal)·v per
 // head; lse (batch, heads, time) float32, each row's log-sum-exp of its scaled scores.
 // bf16_dot: use AVX512-BF16's dot products and conversions (only where the CPU has
 // them). Computes the heads [begin, end) of the batch·heads (batch-major); threads take
-// disjoint ranges.
+// disjoint ranges. With dropout, out is the dropped weights times v; lse is the
+// undropped softmax's.
 KILN_DECLARE_CPU_KERNEL(causal_attention_forward,
-                        (const AttentionShape& shape, const void* qkv, void* out, float* lse,
-                         bool bf16_dot, int64_t begin, int64_t end))
+                        (const AttentionShape& shape, const AttentionDropout& dropout, const void* qkv,
+                         void* out, float* lse, bool bf16_dot, int64_t begin, int64_t end))
 // dqkv (batch, time, 3·heads·head_dim) bfloat16 from grad (batch, time, heads·head_dim)
-// and the forward's qkv, out and lse.
+// and the forward's qkv, out and lse (and its dropout: the same mask, drawn again).
 KILN_DECLARE_CPU_KERNEL(causal_attention_backward,
-                        (const AttentionShape& shape, const void* grad, const void* qkv,
-                         const void* out, const float* lse, void* dqkv, bool bf16_dot,
+                        (const AttentionShape& shape, const AttentionDropout& dropout, const void* grad,
+                         const void* qkv, const void* out, const float* lse, void* dqkv, bool bf16_dot,
                          int64_t begin, int64_t end))
 
 }  // namespace kiln::ops::cpu

@@ -41,18 +41,18 @@ at::Tensor dropout_autograd(const at::Tensor& x, double p, int64_t seed) {
 
 }  // namespace
 
+int64_t dropout_seed() {
+  // The default CPU generator whatever the device: torch::manual_seed fixes the
+  // masks, a checkpoint's RNG state resumes them, activation checkpointing's replay
+  // draws them again, and a CUDA run drops what a CPU run drops.
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return static_cast<int64_t>(at::check_generator<at::CPUGeneratorImpl>(gen)->random64());
+}
+
 at::Tensor random_dropout(const at::Tensor& x, double p, bool training) {
   if (!training || p == 0.0) return x;
-  uint64_t seed = 0;
-  {
-    // The default CPU generator whatever x's device: torch::manual_seed fixes the
-    // masks, a checkpoint's RNG state resumes them, activation checkpointing's replay
-    // draws them again, and a CUDA run drops what a CPU run drops.
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    seed = at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
-  }
-  return dropout(x, p, static_cast<int64_t>(seed));
+  return dropout(x, p, dropout_seed());
 }
 
 TORCH_LIBRARY_IMPL(kiln, Autograd, m) { m.impl("dropout", dropout_autograd); }
