@@ -2,6 +2,7 @@
 // the full forward pass, generation with and without the cache, checkpointed blocks;
 // and a character GPT trained from config on text the test writes: bits per
 // character, random windows, resume bit for bit, bf16/fp16, `kiln sample`.
+#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
@@ -173,22 +174,31 @@ TEST_CASE("Gpt in CPU bf16 autocast: the attention matrix is never cast, forward
 }
 
 TEST_CASE("Gpt: checkpointed blocks give the same outputs and gradients", "[nn][gpt]") {
-  auto plain = small_gpt(0);
-  auto checkpointed = small_gpt(2);
-  plain->options.dropout(0.1);
-  checkpointed->options.dropout(0.1);
-  const auto tokens = torch::randint(11, {2, 16}, torch::kLong);
-  torch::manual_seed(5);
-  const auto a = plain->forward(tokens);
-  a.square().sum().backward();
-  torch::manual_seed(5);
-  const auto b = checkpointed->forward(tokens);
-  b.square().sum().backward();
-  REQUIRE(at::equal(a, b));  // the same dropout masks: the recomputation replays the generator
-  const auto pa = plain->named_parameters(), pb = checkpointed->named_parameters();
-  for (const auto& p : pa) {
-    INFO(p.key());
-    REQUIRE(kiln::test::all_close(pb[p.key()].grad(), p.value().grad(), 1e-5, 1e-6).ok);
+  // float32, and CPU bf16 autocast (where the CPU has AVX512-BF16: the fused attention,
+  // which drops the weights itself and draws the mask again in backward).
+  for (const bool bf16 : {false, true}) {
+    INFO("bf16 autocast " << bf16);
+    auto plain = small_gpt(0);
+    auto checkpointed = small_gpt(2);
+    plain->options.dropout(0.1);
+    checkpointed->options.dropout(0.1);
+    const auto tokens = torch::randint(11, {2, 16}, torch::kLong);
+    at::autocast::set_autocast_enabled(at::kCPU, bf16);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    torch::manual_seed(5);
+    const auto a = plain->forward(tokens);
+    a.to(at::kFloat).square().sum().backward();
+    torch::manual_seed(5);
+    const auto b = checkpointed->forward(tokens);
+    b.to(at::kFloat).square().sum().backward();
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    at::autocast::clear_cache();
+    REQUIRE(at::equal(a, b));  // the same dropout masks: the recomputation replays the generator
+    const auto pa = plain->named_parameters(), pb = checkpointed->named_parameters();
+    for (const auto& p : pa) {
+      INFO(p.key());
+      REQUIRE(kiln::test::all_close(pb[p.key()].grad(), p.value().grad(), 1e-5, 1e-6).ok);
+    }
   }
 }
 
