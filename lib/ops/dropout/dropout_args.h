@@ -3,11 +3,14 @@
 // 2^-32) and then scaled by 1/(1 − p); a dropped one becomes x·0 (NaN and ±inf give
 // NaN, as ATen's x·mask·scale does).
 #pragma once
+#include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
 #include <cstdint>
 #include <string_view>
+
+#include "../op_support.h"
 
 namespace kiln::ops {
 
@@ -25,6 +28,19 @@ inline DropoutConstants dropout_constants(std::string_view op, double p) {
   k.keep_below = keep >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(keep);
   k.scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   return k;
+}
+
+/// What every backend of kiln::dropout starts from: p and x checked, the constants, and
+/// x contiguous (the mask follows the row-major index, so a backward's gradient in
+/// another layout draws the same mask). Example: auto [k, xc] = dropout_call(x, p);
+struct DropoutCall {
+  DropoutConstants k;
+  at::Tensor x;
+};
+inline DropoutCall dropout_call(const at::Tensor& x, double p) {
+  auto k = dropout_constants("kiln::dropout", p);
+  check_floating("kiln::dropout", "x", x);
+  return {k, x.contiguous()};
 }
 
 }  // namespace kiln::ops

@@ -12,10 +12,8 @@ namespace kiln::ops {
 namespace {
 
 at::Tensor dropout_cuda(const at::Tensor& x, double p, int64_t seed) {
-  const auto k = dropout_constants("kiln::dropout", p);
-  check_floating("kiln::dropout", "x", x);
-  if (p == 0.0) return x.clone(at::MemoryFormat::Contiguous);
-  const auto xc = x.contiguous();
+  const auto [k, xc] = dropout_call(x, p);
+  if (p == 0.0) return xc.clone();
   auto out = at::empty_like(xc);
   const c10::cuda::CUDAGuard device_guard(x.device());
   if (xc.numel() > 0)
