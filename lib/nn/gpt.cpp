@@ -47,12 +47,16 @@ std::optional<at::Tensor> bias_of(const LinearImpl& layer) {
 // a float32 softmax costs; CPU autocast leaves softmax in its input's dtype. This
 // function's forward and backward at that shape took 11.0–15.5 ms against 20.1–33.3
 // with the float32 softmax (the wheel's Python, 2026-12-03).
+// With dropout on the CPU the plain form runs in float32 too: ATen's CPU flash kernel
+// takes no dropout, and its fallback drops the (B·heads, T, S) weights with ATen's
+// dropout, a Bernoulli draw an element (kiln::dropout is 11–26× faster, docs/ops.md).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
                      bool causal) {
-  if (!q.is_cpu() || !at::autocast::is_autocast_enabled(at::kCPU))
+  const bool autocast = at::autocast::is_autocast_enabled(at::kCPU);
+  if (!q.is_cpu() || (!autocast && dropout_p == 0.0))
     return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, causal);
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), s = k.size(2), d = q.size(3);
-  const auto dtype = at::autocast::get_autocast_dtype(at::kCPU);
+  const auto dtype = autocast ? at::autocast::get_autocast_dtype(at::kCPU) : q.scalar_type();
   auto bias = at::zeros({t, s}, q.options().dtype(dtype));  // (T, S): −inf where a key is later
   if (causal) bias.masked_fill_(at::ones({t, s}, q.options().dtype(at::kBool)).triu(s - t + 1), -INFINITY);
   const auto scores = at::baddbmm(bias.expand({b * h, t, s}), q.reshape({b * h, t, d}),

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "nn/factory.h"
@@ -171,6 +172,36 @@ TEST_CASE("Gpt in CPU bf16 autocast: the attention matrix is never cast, forward
   at::removeCallback(handle);
   REQUIRE(matrix_casts == 0);
   for (const auto& p : gpt->parameters()) REQUIRE(p.grad().defined());  // the backward ran
+}
+
+TEST_CASE("Gpt with dropout in float32 on the CPU drops its attention weights with kiln::dropout",
+          "[nn][gpt][dropout]") {
+  // ATen's scaled_dot_product_attention would drop them with ATen's dropout, a Bernoulli
+  // draw an element: 3 blocks' weights (2·3, 16, 16) go through kiln::dropout instead,
+  // beside the embeddings and the two residual branches of each block.
+  // Each call is recorded at the autograd kernel and again below it: the weights (which
+  // the softmax's backward keeps alive) are counted by address, once each.
+  static thread_local std::set<const void*> weights;
+  static thread_local int64_t aten_dropouts = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string_view name = fn.name();
+        if (name == "aten::dropout" || name == "aten::native_dropout" || name == "aten::bernoulli_") ++aten_dropouts;
+        if (name != "kiln::dropout") return nullptr;
+        const auto inputs = fn.inputs();
+        if (!inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().sizes() == at::IntArrayRef({2 * 3, 16, 16}))
+          weights.insert(inputs[0].toTensor().const_data_ptr());
+        return nullptr;
+      }).needsInputs(true));
+  torch::manual_seed(0);
+  kiln::nn::Gpt gpt(kiln::nn::GptOptions(11, 16).layers(3).width(24).heads(3).dropout(0.1));
+  const auto tokens = torch::randint(11, {2, 16}, torch::kLong);
+  weights.clear();
+  aten_dropouts = 0;
+  const auto logits = gpt->forward(tokens);  // keeps the graph, and with it the weights
+  at::removeCallback(handle);
+  CHECK(weights.size() == 3);
+  CHECK(aten_dropouts == 0);
 }
 
 TEST_CASE("Gpt: checkpointed blocks give the same outputs and gradients", "[nn][gpt]") {

@@ -64,7 +64,7 @@ struct Lanes {
 // ten rounds are a chain of dependent multiplies, so several side by side keep the
 // multiplier busy: two blocks gave 1.2x one block's elements a second (kiln_bench_ops,
 // 2^16-2^24 float32 and bfloat16, 2026-12-05); four, no more than two. What remains is
-// the vector ALUs' throughput (about 1.8 cycles an element on this Zen 4).
+// the vector ALUs' throughput (about 1.8 cycles an element on the 2-core Intel Xeon of that day).
 template <int kBlocks>
 inline void keep_bits(uint64_t seed, int64_t block, uint32_t keep_below, uint64_t* bits) {
   Lanes s[kBlocks];
