@@ -463,46 +463,43 @@ void apply_override(Config& c, const std::string& assignment) {
   check_section(section, place);
   toml::table parsed;
   std::string not_toml;  // why the value is no TOML value, when it was read as a word
-  // A list's items without the brackets a shell would need quoted: model.hidden=256,128
-  // and data.exclude=*.dat,*.u8 (words, each a string) as [256, 128] and ["*.dat", "*.u8"].
+  // A bare word is a string, if that is what the key holds. TOML text is UTF-8, so a
+  // word that is not (or holds control characters) could not be written to the run's
+  // config.toml and read back on resume (the fuzzer found this).
+  const auto word = [&](const std::string& w) {
+    if (printable(w) != w)
+      throw ConfigError(place + ": expected a value of UTF-8 text without control characters, found '" +
+                        printable(w) + "'");
+    return w;
+  };
   if (holds_array(c, section, key) && !value.empty() && value.front() != '[') {
+    // A list's items without the brackets a shell would need quoted: model.hidden=256,128
+    // and data.exclude=*.dat,*.u8 (words, each a string) as [256, 128] and ["*.dat", "*.u8"].
     try {
       parsed = toml::parse("v = [" + value + "]");
     } catch (const toml::parse_error&) {
       toml::array items;
       for (size_t from = 0;;) {
         const auto comma = value.find(',', from);
-        const std::string item = value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-        if (printable(item) != item)
-          throw ConfigError(place + ": expected a value of UTF-8 text without control characters, found '" +
-                            printable(item) + "'");
-        items.push_back(item);
+        items.push_back(word(value.substr(from, comma == std::string::npos ? std::string::npos : comma - from)));
         if (comma == std::string::npos) break;
         from = comma + 1;
       }
       parsed.insert("v", std::move(items));
     }
-    set_key(c, section, key, *parsed.get("v"), place);
-    c.origin[section + "." + key] = "--set";
-    return;
-  }
-  try {
-    parsed = toml::parse("v = " + value);
-  } catch (const toml::parse_error& e) {
-    if (const auto number = shell_float(value)) {
-      parsed.insert("v", *number);
-    } else {
-      // A bare word: a string, if that is what the key holds. TOML text is UTF-8, so a
-      // word that is not (or holds control characters) could not be written to the run's
-      // config.toml and read back on resume (the fuzzer found this).
-      if (printable(value) != value)
-        throw ConfigError(place + ": expected a value of UTF-8 text without control characters, found '" +
-                          printable(value) + "'");
-      parsed.insert("v", value);
-      // Why TOML did not read it, for what was meant as a number, list or quoted string
-      // ("1.2.3", 2^64, "[1, 2"); a plain word ("ten") is text, and TOML's reason noise.
-      if (std::string_view("0123456789+-.[\"'{").find(value[0]) != std::string_view::npos)
-        not_toml = std::string(e.description());
+  } else {
+    try {
+      parsed = toml::parse("v = " + value);
+    } catch (const toml::parse_error& e) {
+      if (const auto number = shell_float(value)) {
+        parsed.insert("v", *number);
+      } else {
+        parsed.insert("v", word(value));
+        // Why TOML did not read it, for what was meant as a number, list or quoted string
+        // ("1.2.3", 2^64, "[1, 2"); a plain word ("ten") is text, and TOML's reason noise.
+        if (std::string_view("0123456789+-.[\"'{").find(value[0]) != std::string_view::npos)
+          not_toml = std::string(e.description());
+      }
     }
   }
   try {

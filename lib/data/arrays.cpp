@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <string_view>
 
 #include "data/formats.h"
 #include "data/npy.h"
@@ -127,20 +129,18 @@ int64_t one_hot_to_ids(Arrays& a) {
   return k;
 }
 
-// String labels as ids: each label's index in `classes`, which must hold it.
+// String labels as ids: each label's index in `classes` (in id order), which must hold it.
 void label_ids(Arrays& a, const std::vector<std::string>& classes, const std::string& whose) {
+  std::map<std::string_view, int64_t> id_of;
+  for (size_t c = 0; c < classes.size(); ++c) id_of.emplace(classes[c], static_cast<int64_t>(c));
   auto ids = at::empty({static_cast<int64_t>(a.labels.size())}, at::kLong);
   auto* out = ids.data_ptr<int64_t>();
   for (size_t i = 0; i < a.labels.size(); ++i) {
-    const auto it = std::lower_bound(classes.begin(), classes.end(), a.labels[i]);
-    if (it == classes.end() || *it != a.labels[i]) {
-      std::string shown;
-      for (size_t k = 0; k < std::min<size_t>(classes.size(), 8); ++k) shown += (k ? ", " : "") + classes[k];
-      if (classes.size() > 8) shown += ", …";
+    const auto it = id_of.find(a.labels[i]);
+    if (it == id_of.end())
       throw InputError(c10::str(a.y_path, ": index ", i, ": class label \"", a.labels[i], "\" is none of the ",
-                                classes.size(), " classes of ", whose, " (", shown, ")"));
-    }
-    out[i] = it - classes.begin();
+                                classes.size(), " classes of ", whose, " (", preview(classes), ")"));
+    out[i] = it->second;
   }
   a.y = ids;
 }
@@ -155,20 +155,17 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
   if (strings && (saved ? saved->task == Task::kRegression : o.task() == "regression"))
     throw InputError(c10::str(train.y_path, ": expected numbers as regression targets (data.task = \"regression\"",
                               saved ? ", the run's data.json" : "", "), found strings"));
-  std::vector<std::string> names;
+  std::vector<std::string> names;  // the classes in id order
+  const std::string whose = saved ? "the run's data.json" : train.y_path;
   if (strings) {
     if (saved) {
       names = saved->classes;
-      std::sort(names.begin(), names.end());
-      if (names != saved->classes)
-        throw InputError(c10::str(train.y_path, ": class labels are strings, but the run's data.json names its "
-                                  "classes by number (", saved->classes.size(), " of them)"));
     } else {
       names = train.labels;
       std::sort(names.begin(), names.end());
       names.erase(std::unique(names.begin(), names.end()), names.end());
     }
-    label_ids(train, names, saved ? "the run's data.json" : train.y_path);
+    label_ids(train, names, whose);
   }
   // data.task is auto, classification or regression (load_data checked it); a run's
   // data.json decides for a resume.
@@ -191,8 +188,8 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
     if (strings != !test.labels.empty())
       throw InputError(c10::str(test.y_path, ": expected class labels as ", strings ? "strings" : "numbers", " (as ",
                                 train.y_path, "), found ", strings ? "numbers" : "strings"));
-    if (strings) label_ids(test, names, saved ? "the run's data.json" : train.y_path);
-    read_one_hot(test, saved ? saved->outputs : one_hot, saved ? "the run's data.json" : train.y_path);
+    if (strings) label_ids(test, names, whose);
+    read_one_hot(test, saved ? saved->outputs : one_hot, whose);
     const auto shape = train.x.sizes().slice(1), got = test.x.sizes().slice(1);
     if (shape != got)
       throw InputError(c10::str(test.x_path, ": expected examples of shape ", shape, " (as ",

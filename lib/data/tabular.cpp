@@ -14,6 +14,7 @@
 #include <limits>
 #include <set>
 
+#include "data/formats.h"
 #include "util/error.h"
 
 namespace kiln::data {
@@ -223,13 +224,6 @@ class TableEncoder {
       }
     }
     return {x, y};
-  }
-
-  static std::string preview(const std::vector<std::string>& names) {
-    std::string s;
-    for (size_t i = 0; i < names.size() && i < 8; ++i) s += (i ? ", " : "") + names[i];
-    if (names.size() > 8) s += ", …";
-    return s;
   }
 
  private:
