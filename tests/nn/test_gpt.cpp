@@ -15,6 +15,7 @@
 #include "nn/factory.h"
 #include "nn/generate.h"
 #include "nn/gpt.h"
+#include "ops/cpu_capability.h"
 #include "run_files.h"
 #include "sample_command.h"
 #include "support.h"
@@ -174,34 +175,42 @@ TEST_CASE("Gpt in CPU bf16 autocast: the attention matrix is never cast, forward
   for (const auto& p : gpt->parameters()) REQUIRE(p.grad().defined());  // the backward ran
 }
 
-TEST_CASE("Gpt with dropout in float32 on the CPU drops its attention weights with kiln::dropout",
-          "[nn][gpt][dropout]") {
-  // ATen's scaled_dot_product_attention would drop them with ATen's dropout, a Bernoulli
-  // draw an element: 3 blocks' weights (2·3, 16, 16) go through kiln::dropout instead,
-  // beside the embeddings and the two residual branches of each block.
-  // Each call is recorded at the autograd kernel and again below it: the weights (which
-  // the softmax's backward keeps alive) are counted by address, once each.
-  static thread_local std::set<const void*> weights;
-  static thread_local int64_t aten_dropouts = 0;
+TEST_CASE("Gpt in float32 on the CPU runs kiln's fused attention, dropout inside it", "[nn][gpt][dropout]") {
+  // ATen's scaled_dot_product_attention would drop the weights with ATen's dropout, a
+  // Bernoulli draw an element, and without dropout runs its slower flash kernel: each of
+  // the 3 blocks calls kiln::causal_attention with p = 0.1 instead (kiln's AVX2 and
+  // AVX-512 builds), or, in the base build, the composite whose (2·3, 16, 16) weights go
+  // through kiln::dropout. Calls are recorded at the autograd kernel and again below
+  // it: counted by the address of their input, once each.
+  static thread_local std::set<const void*> fused, weights;
+  static thread_local int64_t aten_dropouts = 0, sdpa = 0;
   const auto handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
         const std::string_view name = fn.name();
         if (name == "aten::dropout" || name == "aten::native_dropout" || name == "aten::bernoulli_") ++aten_dropouts;
-        if (name != "kiln::dropout") return nullptr;
+        if (name == "aten::scaled_dot_product_attention") ++sdpa;
         const auto inputs = fn.inputs();
-        if (!inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().sizes() == at::IntArrayRef({2 * 3, 16, 16}))
+        if (name == "kiln::causal_attention" && inputs.size() >= 3 && inputs[2].isDouble() &&
+            inputs[2].toDouble() == 0.1)
+          fused.insert(inputs[0].toTensor().const_data_ptr());
+        if (name == "kiln::dropout" && !inputs.empty() && inputs[0].isTensor() &&
+            inputs[0].toTensor().sizes() == at::IntArrayRef({2 * 3, 16, 16}))
           weights.insert(inputs[0].toTensor().const_data_ptr());
         return nullptr;
       }).needsInputs(true));
   torch::manual_seed(0);
   kiln::nn::Gpt gpt(kiln::nn::GptOptions(11, 16).layers(3).width(24).heads(3).dropout(0.1));
   const auto tokens = torch::randint(11, {2, 16}, torch::kLong);
+  fused.clear();
   weights.clear();
-  aten_dropouts = 0;
-  const auto logits = gpt->forward(tokens);  // keeps the graph, and with it the weights
+  aten_dropouts = sdpa = 0;
+  const auto logits = gpt->forward(tokens);  // keeps the graph, and with it the inputs
   at::removeCallback(handle);
-  CHECK(weights.size() == 3);
+  const bool kernel = kiln::ops::cpu_capability() >= kiln::ops::CpuCapability::kAvx2;
+  CHECK(fused.size() == (kernel ? 3u : 0u));
+  CHECK(weights.size() == (kernel ? 0u : 3u));
   CHECK(aten_dropouts == 0);
+  CHECK(sdpa == 0);
 }
 
 TEST_CASE("Gpt: checkpointed blocks give the same outputs and gradients", "[nn][gpt]") {

@@ -1,6 +1,6 @@
 // kiln::causal_attention: output, log-sum-exp and gradients against a float32
-// reference (ATen's own ops on the same bfloat16 values, autograd for the gradients)
-// for every CPU capability build, with and without AVX512-BF16's dot products where the
+// reference (ATen's own ops on the same bfloat16 values, autograd for the gradients;
+// for float32 inputs, to float32's rounding) for every CPU capability build, with and without AVX512-BF16's dot products where the
 // CPU has them; odd lengths and head sizes (padding), autograd through the op, autocast,
 // meta shapes, and bad input.
 #include <ATen/autocast_mode.h>
@@ -113,6 +113,40 @@ TEST_CASE("causal attention matches a float32 reference in every CPU build, with
   }
 }
 
+TEST_CASE("causal attention in float32 matches the float32 reference in every CPU build, with and without dropout",
+          "[ops][attention]") {
+  for (const auto& s : kShapes) {
+    for (const double p : {0.0, 0.3}) {
+      const auto qkv = sample_qkv(s, s.t).to(at::kFloat);
+      const auto [drop, mults] = dropout_of(p, 1000 + s.t, s.b * s.heads, s.t);
+      const auto [ref_out, ref_lse] = reference(qkv, s.heads, mults);
+      auto qkv_ref = qkv.clone().requires_grad_(true);
+      const auto grad = at::randn(ref_out.sizes());
+      reference(qkv_ref, s.heads, mults).first.backward(grad);
+      kiln::ops::cpu::AttentionShape shape{s.b, s.t, s.heads, s.d};
+      shape.float32 = true;
+      for (const auto& [name, fwd] : KILN_CPU_BUILDS(causal_attention_forward)) {
+        INFO("build " << name << ", B " << s.b << " T " << s.t << " heads " << s.heads << " d " << s.d
+                      << ", dropout " << p);
+        auto out = at::full(ref_out.sizes(), NAN);  // every element must be written
+        auto lse = at::empty(ref_lse.sizes());
+        fwd(shape, drop, qkv.const_data_ptr(), out.data_ptr(), lse.data_ptr<float>(), false, 0, s.b * s.heads);
+        // float32 throughout: only the order of the sums differs from the reference.
+        CHECK(relative_error(out, ref_out) < 1e-5);
+        KILN_REQUIRE_CLOSE(lse, ref_lse, 1e-5, 1e-5);
+        auto dqkv = at::full(qkv.sizes(), NAN);
+        for (const auto& [bname, bwd] : KILN_CPU_BUILDS(causal_attention_backward)) {
+          if (bname != name) continue;
+          bwd(shape, drop, grad.const_data_ptr(), qkv.const_data_ptr(), out.const_data_ptr(),
+              lse.const_data_ptr<float>(), dqkv.data_ptr(), false, 0, s.b * s.heads);
+        }
+        REQUIRE(!at::isnan(dqkv).any().item<bool>());
+        CHECK(relative_error(dqkv, qkv_ref.grad()) < 1e-5);
+      }
+    }
+  }
+}
+
 TEST_CASE("causal attention: the AVX512-BF16 products agree with the plain ones", "[ops][attention]") {
   if (!kiln::ops::cpu_has_avx512_bf16()) {
     kiln::test::skip("this CPU has no AVX512-BF16");
@@ -144,23 +178,27 @@ TEST_CASE("causal attention: the AVX512-BF16 products agree with the plain ones"
 
 TEST_CASE("causal attention: a NaN in q or k reaches every row that sees it", "[ops][attention]") {
   const Shape s{1, 40, 1, 32};
-  auto qkv = sample_qkv(s, 3);
-  qkv.index_put_({0, 5, 3}, NAN);           // q of query 5
-  qkv.index_put_({0, 9, s.d + 2}, NAN);     // k of key 9: queries 9 and after see it
-  const kiln::ops::cpu::AttentionShape shape{s.b, s.t, s.heads, s.d};
-  for (const auto& [name, fwd] : KILN_CPU_BUILDS(causal_attention_forward)) {
-    for (const bool bf16_dot : dot_modes()) {
-      if (bf16_dot && name != "avx512") continue;
-      INFO("build " << name << ", bf16 dot " << bf16_dot);
-      auto out = at::empty({s.b, s.t, s.d}, qkv.options());
-      auto lse = at::empty({s.b, s.heads, s.t}, qkv.options().dtype(at::kFloat));
-      fwd(shape, {}, qkv.const_data_ptr(), out.data_ptr(), lse.data_ptr<float>(), bf16_dot, 0, 1);
-      const auto row_nan = at::isnan(out[0].to(at::kFloat)).any(-1);
-      for (int64_t i = 0; i < s.t; ++i) {
-        INFO("query " << i);
-        const bool sees_nan = i == 5 || i >= 9;
-        CHECK(row_nan[i].item<bool>() == sees_nan);
-        CHECK(std::isnan(lse[0][0][i].item<float>()) == sees_nan);
+  for (const bool float32 : {false, true}) {
+    auto qkv = sample_qkv(s, 3);
+    if (float32) qkv = qkv.to(at::kFloat);
+    qkv.index_put_({0, 5, 3}, NAN);        // q of query 5
+    qkv.index_put_({0, 9, s.d + 2}, NAN);  // k of key 9: queries 9 and after see it
+    kiln::ops::cpu::AttentionShape shape{s.b, s.t, s.heads, s.d};
+    shape.float32 = float32;
+    for (const auto& [name, fwd] : KILN_CPU_BUILDS(causal_attention_forward)) {
+      for (const bool bf16_dot : dot_modes()) {
+        if (bf16_dot && (name != "avx512" || float32)) continue;
+        INFO("build " << name << ", bf16 dot " << bf16_dot << ", float32 " << float32);
+        auto out = at::empty({s.b, s.t, s.d}, qkv.options());
+        auto lse = at::empty({s.b, s.heads, s.t}, qkv.options().dtype(at::kFloat));
+        fwd(shape, {}, qkv.const_data_ptr(), out.data_ptr(), lse.data_ptr<float>(), bf16_dot, 0, 1);
+        const auto row_nan = at::isnan(out[0].to(at::kFloat)).any(-1);
+        for (int64_t i = 0; i < s.t; ++i) {
+          INFO("query " << i);
+          const bool sees_nan = i == 5 || i >= 9;
+          CHECK(row_nan[i].item<bool>() == sees_nan);
+          CHECK(std::isnan(lse[0][0][i].item<float>()) == sees_nan);
+        }
       }
     }
   }
@@ -200,6 +238,26 @@ TEST_CASE("causal attention through autograd and autocast", "[ops][attention]") 
   }
   REQUIRE(f32.grad().scalar_type() == at::kFloat);
   CHECK(at::equal(f32.grad(), qkv.grad().to(at::kFloat)));
+}
+
+TEST_CASE("causal attention in float32 through autograd", "[ops][attention]") {
+  const Shape s{2, 45, 2, 16};
+  const auto base = sample_qkv(s, 5).to(at::kFloat);
+  for (const double p : {0.0, 0.2}) {
+    INFO("dropout " << p);
+    auto qkv = base.clone().requires_grad_(true);
+    const auto y = kiln::ops::causal_attention(qkv, s.heads, p, 9);
+    REQUIRE(y.scalar_type() == at::kFloat);
+    const auto grad = at::randn(y.sizes());
+    y.backward(grad);
+    const auto mults = p > 0.0 ? kiln::ops::dropout(at::ones({s.b * s.heads, s.t, s.t}), p, 9) : at::Tensor();
+    auto ref = base.clone().requires_grad_(true);
+    const auto y_ref = reference(ref, s.heads, mults).first;
+    y_ref.backward(grad);
+    CHECK(relative_error(y, y_ref.detach()) < 1e-5);
+    REQUIRE(qkv.grad().scalar_type() == at::kFloat);
+    CHECK(relative_error(qkv.grad(), ref.grad()) < 1e-5);
+  }
 }
 
 TEST_CASE("causal attention with dropout drops the weights kiln::dropout drops, backward too",
@@ -246,8 +304,8 @@ TEST_CASE("causal attention's meta kernels give the shapes", "[ops][attention]")
 
 TEST_CASE("causal attention names what is wrong with its input", "[ops][attention]") {
   const auto bf = at::TensorOptions().dtype(at::kBFloat16);
-  CHECK_THROWS_WITH(kiln::ops::causal_attention(at::zeros({2, 4, 12}), 2),
-                    Contains("qkv: expected dtype BFloat16") && Contains("Float"));
+  CHECK_THROWS_WITH(kiln::ops::causal_attention(at::zeros({2, 4, 12}, at::kDouble), 2),
+                    Contains("qkv: expected dtype BFloat16 or Float, got Double"));
   CHECK_THROWS_WITH(kiln::ops::causal_attention(at::zeros({2, 4, 14}, bf), 2),
                     Contains("expected a last dimension 3·heads·d (heads = 2), got 14"));
   CHECK_THROWS_WITH(kiln::ops::causal_attention(at::zeros({4, 12}, bf), 2),
@@ -260,6 +318,8 @@ TEST_CASE("causal attention names what is wrong with its input", "[ops][attentio
                     Contains("grad: expected shape [2, 4, 4] (B, T, C), got [2, 3, 4]"));
   CHECK_THROWS_WITH(kiln::ops::causal_attention_backward(out, qkv, out, lse.to(at::kDouble), 2),
                     Contains("lse: expected dtype Float"));
+  CHECK_THROWS_WITH(kiln::ops::causal_attention_backward(out.to(at::kFloat), qkv, out, lse, 2),
+                    Contains("grad: expected dtype BFloat16 (qkv's), got Float"));
   // An empty batch is no error.
   CHECK(kiln::ops::causal_attention(at::zeros({0, 4, 12}, bf), 2).sizes() == at::IntArrayRef({0, 4, 4}));
 }

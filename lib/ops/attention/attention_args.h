@@ -10,19 +10,18 @@
 
 namespace kiln::ops {
 
-/// qkv: (B, T, 3C) bfloat16 with C divisible by heads; the sizes of the call.
+/// qkv: (B, T, 3C) bfloat16 or float32 with C divisible by heads; the sizes of the call.
 inline cpu::AttentionShape attention_shape(std::string_view op, const at::Tensor& qkv, int64_t heads) {
   TORCH_CHECK(qkv.defined(), op, ": qkv: expected a tensor, got an undefined one");
   TORCH_CHECK(qkv.dim() == 3, op, ": qkv: expected a 3-D tensor (B, T, 3C), got shape ", qkv.sizes());
-  TORCH_CHECK(qkv.scalar_type() == at::kBFloat16, op,
-              ": qkv: expected dtype BFloat16 (the kernel is bfloat16's; float32 attention runs "
-              "ATen's scaled_dot_product_attention), got ", qkv.scalar_type());
+  TORCH_CHECK(qkv.scalar_type() == at::kBFloat16 || qkv.scalar_type() == at::kFloat, op,
+              ": qkv: expected dtype BFloat16 or Float, got ", qkv.scalar_type());
   TORCH_CHECK(heads > 0, op, ": heads: expected > 0, got ", heads);
   const int64_t width = qkv.size(2);
   TORCH_CHECK(width % (3 * heads) == 0, op, ": qkv: expected a last dimension 3·heads·d (heads = ",
               heads, "), got ", width);
   TORCH_CHECK(width > 0, op, ": qkv: expected a last dimension 3·heads·d with d ≥ 1, got 0");
-  return {qkv.size(0), qkv.size(1), heads, width / (3 * heads)};
+  return {qkv.size(0), qkv.size(1), heads, width / (3 * heads), qkv.scalar_type() == at::kFloat};
 }
 
 /// The kernels' dropout of the weights for p ∈ [0, 1] (checked) and seed.
@@ -36,7 +35,7 @@ inline cpu::AttentionDropout attention_dropout(std::string_view op, double p, in
   return d;
 }
 
-/// grad and out (B, T, C) bfloat16, lse (B, heads, T) float32, all on qkv's device.
+/// grad and out (B, T, C) in qkv's dtype, lse (B, heads, T) float32, all on qkv's device.
 inline void check_attention_backward(std::string_view op, const cpu::AttentionShape& s,
                                      const at::Tensor& qkv, const at::Tensor& grad,
                                      const at::Tensor& out, const at::Tensor& lse) {
@@ -45,8 +44,8 @@ inline void check_attention_backward(std::string_view op, const cpu::AttentionSh
     TORCH_CHECK(t->defined(), op, ": ", name, ": expected a tensor, got an undefined one");
     TORCH_CHECK(t->sizes() == at::IntArrayRef({s.batch, s.time, c}), op, ": ", name,
                 ": expected shape [", s.batch, ", ", s.time, ", ", c, "] (B, T, C), got ", t->sizes());
-    TORCH_CHECK(t->scalar_type() == at::kBFloat16, op, ": ", name, ": expected dtype BFloat16, got ",
-                t->scalar_type());
+    TORCH_CHECK(t->scalar_type() == qkv.scalar_type(), op, ": ", name, ": expected dtype ",
+                qkv.scalar_type(), " (qkv's), got ", t->scalar_type());
     TORCH_CHECK(t->device() == qkv.device(), op, ": ", name, ": expected device ", qkv.device(),
                 " (qkv's), got ", t->device());
   }

@@ -1,6 +1,7 @@
 // CPU kernels of kiln::causal_attention_forward and kiln::causal_attention_backward:
-// the checks, contiguous operands and outputs around the vectorised kernels. The
-// products use AVX512-BF16's dot products where the CPU has them (attention_cpu_kernel.cpp).
+// the checks, contiguous operands and outputs around the vectorised kernels. bfloat16's
+// products use AVX512-BF16's dot products where the CPU has them, float32's FMAs
+// (attention_cpu_kernel.cpp).
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>

@@ -1,4 +1,4 @@
-// Fused causal attention on the CPU for bfloat16, one head at a time: the head's q, k
+// Fused causal attention on the CPU for bfloat16 and float32, one head at a time: the head's q, k
 // and v (at most a few hundred KiB) are packed into per-thread scratch, the scores of
 // a block of kRows queries are computed, softmaxed and multiplied by v while they sit
 // in L1/L2, and the backward recomputes them from the saved log-sum-exp (flash
@@ -17,6 +17,8 @@
 // enter a product, as in any bf16 attention kernel. The forward rounds the exps
 // themselves and divides the output row by their sum (flash attention's order). Where
 // the CPU has AVX512-BF16 the roundings are its conversion instruction (round_row).
+// float32 (its section at the end) takes the same passes with float32 FMAs on plain rows
+// and no rounding.
 // Compiled once per CPU capability (KILN_CPU_NS = base | avx2 | avx512), without
 // OpenMP: the caller spreads the heads over threads (attention_cpu.cpp).
 #include "attention_kernel.h"
@@ -343,16 +345,12 @@ inline VecF exp_lanes(const float* s, int64_t j0, int64_t len, VecF scale, VecF 
   return n == VecF::size() ? e : VecF::set(VecF(0.0f), e, n);
 }
 
-// p[0, nk) = exp(scale·s − top) rounded to bfloat16 for j < len and zero after, top
-// the row's largest scaled score; returns (top, the sum of the exps before rounding).
-// The division by that sum is left to the output row (flash attention's order). The
-// exps overwrite s (float32) and are rounded into p in a pass of their own over the
-// row, still in L1: the rounding is then one instruction where the CPU has
-// AVX512-BF16 (round_row), which a kernel compiled for plain AVX-512 cannot inline.
-// With dropout, mult[0, len) (scale or 0 per key) multiplies the exps after their sum,
-// which stays the undropped softmax's: the weights are dropped after normalising.
-std::pair<float, float> exp_round_row(float* s, int64_t len, int64_t nk, float scale, uint16_t* p,
-                                      bool native, const float* mult) {
+// s[0, nk) = exp(scale·s − top) for j < len and zero after, top the row's largest
+// scaled score; returns (top, the sum of the exps). The division by that sum is left
+// to the output row (flash attention's order). With dropout, mult[0, len) (scale or 0
+// per key) multiplies the exps after their sum, which stays the undropped softmax's:
+// the weights are dropped after normalising.
+std::pair<float, float> exp_row(float* s, int64_t len, int64_t nk, float scale, const float* mult) {
   constexpr int64_t kW = VecF::size();
   const float top = scale * max_of(s, len);  // scale > 0
   const VecF vscale(scale), vtop(top);
@@ -365,18 +363,26 @@ std::pair<float, float> exp_round_row(float* s, int64_t len, int64_t nk, float s
   }
   if (mult != nullptr)
     for (int64_t j = 0; j < len; ++j) s[j] *= mult[j];
-  round_row(native, s, 1.0f, p, nk);
   return {top, at::vec::vec_reduce_all<float>([](VecF x, VecF y) { return x + y; }, vsum)};
 }
 
-// The softmax's gradient with respect to the scaled scores, rounded for the products:
-// p = exp(scale·s − lse) and ds = p·(dp − delta) for j < len, zero after, into pb and
-// dsb [0, nk) as bfloat16. p overwrites s and ds dp (float32) first, as in exp_round_row.
+// exp_row, then the exps rounded into p[0, nk) as bfloat16 in a pass of their own over
+// the row, still in L1: the rounding is then one instruction where the CPU has
+// AVX512-BF16 (round_row), which a kernel compiled for plain AVX-512 cannot inline.
+std::pair<float, float> exp_round_row(float* s, int64_t len, int64_t nk, float scale, uint16_t* p,
+                                      bool native, const float* mult) {
+  const auto top_sum = exp_row(s, len, nk, scale, mult);
+  round_row(native, s, 1.0f, p, nk);
+  return top_sum;
+}
+
+// The softmax's gradient with respect to the scaled scores, in place: p = exp(scale·s −
+// lse) over s and ds = p·(dp − delta) over dp for j < len, zeros after, to nk.
 // With dropout (mult: scale or 0 per key, as the forward drew it) the output took
-// z = mult·p: pb is z (dV = dOᵀ·Z), and ds = p·(mult·dp − delta) — delta = Σ dO·O is
+// z = mult·p: s gets z (dV = dOᵀ·Z), and ds = p·(mult·dp − delta) — delta = Σ dO·O is
 // Σ_j dZ·Z, the same sum (flash attention's dropout backward).
-void softmax_grad_round_row(float* s, float* dp, int64_t len, int64_t nk, float scale, float lse,
-                            float delta, uint16_t* pb, uint16_t* dsb, bool native, const float* mult) {
+void softmax_grad_row(float* s, float* dp, int64_t len, int64_t nk, float scale, float lse, float delta,
+                      const float* mult) {
   constexpr int64_t kW = VecF::size();
   const VecF vscale(scale), vlse(lse), vdelta(delta);
   for (int64_t j = 0; j < nk; j += kPair) {
@@ -398,6 +404,12 @@ void softmax_grad_round_row(float* s, float* dp, int64_t len, int64_t nk, float 
     g0.store(dp + j);
     g1.store(dp + j + kW);
   }
+}
+
+// softmax_grad_row, then p (or z) and ds rounded for the products into pb and dsb [0, nk).
+void softmax_grad_round_row(float* s, float* dp, int64_t len, int64_t nk, float scale, float lse,
+                            float delta, uint16_t* pb, uint16_t* dsb, bool native, const float* mult) {
+  softmax_grad_row(s, dp, len, nk, scale, lse, delta, mult);
   round_row(native, s, 1.0f, pb, nk);
   round_row(native, dp, 1.0f, dsb, nk);
 }
@@ -432,12 +444,14 @@ struct ForwardScratch {
 // each; nothing when next is null) while this head computes, a block of rows at a
 // time: they lie ld apart, and packing them waited on memory for a tenth of the
 // forward's time.
-void prefetch_rows(const uint16_t* next, int64_t ld, int64_t t0, int64_t t1, int64_t d,
+template <typename T>
+void prefetch_rows(const T* next, int64_t ld, int64_t t0, int64_t t1, int64_t d,
                    std::initializer_list<int64_t> offsets) {
   if (next == nullptr) return;
+  constexpr int64_t kLine = 64 / sizeof(T);  // elements a cache line
   for (const int64_t off : offsets)
     for (int64_t t = t0; t < t1; ++t)
-      for (int64_t j = 0; j < d; j += 32) __builtin_prefetch(next + off + t * ld + j, 0, 2);
+      for (int64_t j = 0; j < d; j += kLine) __builtin_prefetch(next + off + t * ld + j, 0, 2);
 }
 
 // Query i's dropout multipliers of head bh (keys 0..len−1) into mult, or null without
@@ -499,13 +513,14 @@ struct BackwardScratch {
 
 // One head's rows in the backward's three inputs: grad and out (T, C) rows of this
 // head's columns, qkv as in the forward (all null: no head).
+template <typename T = uint16_t>
 struct HeadInputs {
-  const uint16_t *grad = nullptr, *qkv = nullptr, *out = nullptr;
+  const T *grad = nullptr, *qkv = nullptr, *out = nullptr;
 };
 
 // dqkv like qkv; next: the following head's inputs, prefetched a block at a time.
-void backward_head(const Sizes& z, const AttentionDropout& drop, int64_t bh, const HeadInputs& in,
-                   const HeadInputs& next, const float* lse, uint16_t* dqkv, bool bf16_dot, BackwardScratch& w) {
+void backward_head(const Sizes& z, const AttentionDropout& drop, int64_t bh, const HeadInputs<>& in,
+                   const HeadInputs<>& next, const float* lse, uint16_t* dqkv, bool bf16_dot, BackwardScratch& w) {
   const uint16_t *grad = in.grad, *qkv = in.qkv, *out = in.out;
   const Head q{qkv, z.ld}, k{qkv + z.c, z.ld}, v{qkv + 2 * z.c, z.ld}, g{grad, z.c};
   pack_rows(q, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
@@ -563,11 +578,203 @@ void backward_head(const Sizes& z, const AttentionDropout& drop, int64_t bh, con
   }
 }
 
+// ---- float32 --------------------------------------------------------------------------
+// The same two passes on float32 q, k, v: the products are float32 FMAs on plain rows
+// (no pairs, no rounding), the operands packed as rows and, where a product sums over
+// t or d the other way round, as their transposes (transpose32 moves floats as words).
+
+// C (M × N) (+)= A (M × K, lda floats apart) · B (K × N, ldb apart): one MR × NB·kW
+// tile of C in MR·NB accumulators, one FMA each per element of A.
+template <int MR, int NB>
+inline void dot_tile_f32(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c,
+                         int64_t ldc, bool accumulate) {
+  constexpr int64_t kW = VecF::size();
+  VecF acc[MR][NB];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NB; ++j) acc[i][j] = accumulate ? VecF::loadu(c + i * ldc + kW * j) : VecF(0.0f);
+  for (int64_t p = 0; p < k; ++p) {
+    VecF bv[NB];
+    for (int j = 0; j < NB; ++j) bv[j] = VecF::loadu(b + p * ldb + kW * j);
+    for (int i = 0; i < MR; ++i) {
+      const VecF av(a[i * lda + p]);
+      for (int j = 0; j < NB; ++j) acc[i][j] = at::vec::fmadd(av, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NB; ++j) acc[i][j].store(c + i * ldc + kW * j);
+}
+
+// M a multiple of 8 and N of 16 (the callers pad). 16-float vectors: 4 × 64 tiles over
+// the wide part of N (16 accumulators of the 32 registers), then 8 × 32 and 8 × 16;
+// 8-float vectors (AVX2's 16 registers): 4 × 16 tiles.
+void dot_f32(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc,
+             int64_t m_rows, int64_t n_cols, bool accumulate) {
+  int64_t n = 0;
+  if constexpr (VecF::size() == 16) {
+    for (; n + 64 <= n_cols; n += 64)
+      for (int64_t m = 0; m < m_rows; m += 4)
+        dot_tile_f32<4, 4>(a + m * lda, lda, b + n, ldb, k, c + m * ldc + n, ldc, accumulate);
+    for (; n + 32 <= n_cols; n += 32)
+      for (int64_t m = 0; m < m_rows; m += 8)
+        dot_tile_f32<8, 2>(a + m * lda, lda, b + n, ldb, k, c + m * ldc + n, ldc, accumulate);
+  }
+  constexpr int kCols = static_cast<int>(16 / VecF::size());
+  for (; n < n_cols; n += 16)
+    for (int64_t m = 0; m < m_rows; m += 4)
+      dot_tile_f32<4, kCols>(a + m * lda, lda, b + n, ldb, k, c + m * ldc + n, ldc, accumulate);
+}
+
+// rows_pad × d_pad floats: x's rows (d each, ld apart) as they are, zeros past d and T.
+void pack_rows_f32(const float* x, int64_t ld, int64_t t_len, int64_t d, int64_t rows_pad, int64_t d_pad,
+                   float* out) {
+  for (int64_t t = 0; t < t_len; ++t) {
+    std::copy_n(x + t * ld, d, out + t * d_pad);
+    std::fill(out + t * d_pad + d, out + (t + 1) * d_pad, 0.0f);
+  }
+  std::fill(out + t_len * d_pad, out + rows_pad * d_pad, 0.0f);
+}
+
+// out (d_pad × rows_pad) = rows (rows_pad × d_pad)ᵀ.
+void transpose_f32(const float* rows, int64_t rows_pad, int64_t d_pad, float* out) {
+  transpose32(reinterpret_cast<const uint32_t*>(rows), d_pad, rows_pad, d_pad, reinterpret_cast<uint32_t*>(out),
+              rows_pad);
+}
+
+// y[0, n) = s · x[0, n).
+void scale_row(const float* x, float s, float* y, int64_t n) {
+  constexpr int64_t kW = VecF::size();
+  const VecF vs(s);
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) (VecF::loadu(x + i) * vs).store(y + i);
+  if (i < n) (VecF::loadu(x + i, n - i) * vs).store(y + i, n - i);
+}
+
+// Σ_j a[j]·b[j] over two float32 rows.
+float dot_row_f32(const float* a, const float* b, int64_t n) {
+  constexpr int64_t kW = VecF::size();
+  VecF acc(0.0f);
+  int64_t j = 0;
+  for (; j + kW <= n; j += kW) acc = at::vec::fmadd(VecF::loadu(a + j), VecF::loadu(b + j), acc);
+  if (j < n) acc = at::vec::fmadd(VecF::loadu(a + j, n - j), VecF::loadu(b + j, n - j), acc);
+  return at::vec::vec_reduce_all<float>([](VecF x, VecF y) { return x + y; }, acc);
+}
+
+struct ForwardScratchF32 {
+  std::vector<float> q, rows, kt, v, s, o, mult;
+  explicit ForwardScratchF32(const Sizes& z)
+      : q(z.t_pad * z.d_pad), rows(z.t_pad * z.d_pad), kt(z.d_pad * z.t_pad), v(z.t_pad * z.d_pad),
+        s(kRows * z.t_pad), o(kRows * z.d_pad), mult(z.t_pad) {}
+};
+
+void forward_head_f32(const Sizes& z, const AttentionDropout& drop, int64_t bh, const float* qkv,
+                      const float* next, float* out, float* lse, ForwardScratchF32& w) {
+  pack_rows_f32(qkv, z.ld, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
+  pack_rows_f32(qkv + z.c, z.ld, z.t, z.d, z.t_pad, z.d_pad, w.rows.data());
+  transpose_f32(w.rows.data(), z.t_pad, z.d_pad, w.kt.data());
+  pack_rows_f32(qkv + 2 * z.c, z.ld, z.t, z.d, z.t_pad, z.d_pad, w.v.data());
+  for (int64_t i0 = 0; i0 < z.t; i0 += kRows) {
+    const int64_t nk = i0 + kRows;  // the keys any of these queries sees, padded
+    prefetch_rows(next, z.ld, i0, std::min(z.t, i0 + kRows), z.d, {0, z.c, 2 * z.c});
+    dot_f32(w.q.data() + i0 * z.d_pad, z.d_pad, w.kt.data(), z.t_pad, z.d, w.s.data(), z.t_pad, kRows, nk,
+            false);  // S = Q·Kᵀ
+    float top[kRows], sum[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t i = i0 + r;
+      const int64_t len = i < z.t ? i + 1 : 0;  // query i sees keys 0..i
+      float* srow = w.s.data() + r * z.t_pad;
+      if (len == 0) {
+        std::fill_n(srow, nk, 0.0f);
+        top[r] = 0.0f;
+        sum[r] = 1.0f;
+        continue;
+      }
+      std::tie(top[r], sum[r]) = exp_row(srow, len, nk, z.scale, weight_mults(drop, z, bh, i, len, w.mult.data()));
+    }
+    for (int64_t r = 0; r < kRows; r += VecF::size()) {  // lse = top + log(sum), kRows at once
+      const VecF l = VecF::loadu(top + r) + VecF::loadu(sum + r).log();
+      const int64_t n = std::clamp<int64_t>(z.t - (i0 + r), 0, VecF::size());
+      if (n > 0) l.store(lse + i0 + r, n);
+    }
+    dot_f32(w.s.data(), z.t_pad, w.v.data(), z.d_pad, nk, w.o.data(), z.d_pad, kRows, z.d_pad, false);  // P·V
+    for (int64_t r = 0; r < kRows && i0 + r < z.t; ++r)  // the softmax's division, here
+      scale_row(w.o.data() + r * z.d_pad, 1.0f / sum[r], out + (i0 + r) * z.c, z.d);
+  }
+}
+
+struct BackwardScratchF32 {
+  std::vector<float> q, g, k, rows, qt, gt, kt, vt, delta, s, dp, dq, dvt, dkt, mult;
+  explicit BackwardScratchF32(const Sizes& z)
+      : q(z.t_pad * z.d_pad), g(z.t_pad * z.d_pad), k(z.t_pad * z.d_pad), rows(z.t_pad * z.d_pad),
+        qt(z.d_pad * z.t_pad), gt(z.d_pad * z.t_pad), kt(z.d_pad * z.t_pad), vt(z.d_pad * z.t_pad),
+        delta(z.t_pad), s(kRows * z.t_pad), dp(kRows * z.t_pad), dq(kRows * z.d_pad), dvt(z.d_pad * z.t_pad),
+        dkt(z.d_pad * z.t_pad), mult(z.t_pad) {}
+};
+
+void backward_head_f32(const Sizes& z, const AttentionDropout& drop, int64_t bh, const HeadInputs<float>& in,
+                       const HeadInputs<float>& next, const float* lse, float* dqkv, BackwardScratchF32& w) {
+  pack_rows_f32(in.qkv, z.ld, z.t, z.d, z.t_pad, z.d_pad, w.q.data());
+  transpose_f32(w.q.data(), z.t_pad, z.d_pad, w.qt.data());
+  pack_rows_f32(in.grad, z.c, z.t, z.d, z.t_pad, z.d_pad, w.g.data());
+  transpose_f32(w.g.data(), z.t_pad, z.d_pad, w.gt.data());
+  pack_rows_f32(in.qkv + z.c, z.ld, z.t, z.d, z.t_pad, z.d_pad, w.k.data());
+  transpose_f32(w.k.data(), z.t_pad, z.d_pad, w.kt.data());
+  pack_rows_f32(in.qkv + 2 * z.c, z.ld, z.t, z.d, z.t_pad, z.d_pad, w.rows.data());
+  transpose_f32(w.rows.data(), z.t_pad, z.d_pad, w.vt.data());
+  for (int64_t i = 0; i < z.t; ++i)  // delta_i = Σ_j dO[i][j]·O[i][j]
+    w.delta[i] = dot_row_f32(in.grad + i * z.c, in.out + i * z.c, z.d);
+  std::fill(w.dvt.begin(), w.dvt.end(), 0.0f);
+  std::fill(w.dkt.begin(), w.dkt.end(), 0.0f);
+  for (int64_t i0 = 0; i0 < z.t; i0 += kRows) {
+    const int64_t nk = i0 + kRows;
+    const int64_t i1 = std::min(z.t, i0 + kRows);
+    prefetch_rows(next.qkv, z.ld, i0, i1, z.d, {0, z.c, 2 * z.c});
+    prefetch_rows(next.grad, z.c, i0, i1, z.d, {0});
+    prefetch_rows(next.out, z.c, i0, i1, z.d, {0});
+    dot_f32(w.q.data() + i0 * z.d_pad, z.d_pad, w.kt.data(), z.t_pad, z.d, w.s.data(), z.t_pad, kRows, nk,
+            false);  // S = Q·Kᵀ
+    dot_f32(w.g.data() + i0 * z.d_pad, z.d_pad, w.vt.data(), z.t_pad, z.d, w.dp.data(), z.t_pad, kRows, nk,
+            false);  // dP = dO·Vᵀ
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t i = i0 + r;
+      const int64_t len = i < z.t ? i + 1 : 0;  // len 0: all zeros, lse and delta unread
+      softmax_grad_row(w.s.data() + r * z.t_pad, w.dp.data() + r * z.t_pad, len, nk, z.scale,
+                       len > 0 ? lse[i] : 0.0f, len > 0 ? w.delta[i] : 0.0f,
+                       len > 0 ? weight_mults(drop, z, bh, i, len, w.mult.data()) : nullptr);
+    }
+    // dQ = dS·K·scale, complete for these queries.
+    dot_f32(w.dp.data(), z.t_pad, w.k.data(), z.d_pad, nk, w.dq.data(), z.d_pad, kRows, z.d_pad, false);
+    for (int64_t r = 0; r < kRows && i0 + r < z.t; ++r)
+      scale_row(w.dq.data() + r * z.d_pad, z.scale, dqkv + (i0 + r) * z.ld, z.d);
+    // dVᵀ += dOᵀ·P and dKᵀ += Qᵀ·dS over this block's queries.
+    dot_f32(w.gt.data() + i0, z.t_pad, w.s.data(), z.t_pad, kRows, w.dvt.data(), z.t_pad, z.d_pad, nk, true);
+    dot_f32(w.qt.data() + i0, z.t_pad, w.dp.data(), z.t_pad, kRows, w.dkt.data(), z.t_pad, z.d_pad, nk, true);
+  }
+  // dKᵀ and dVᵀ (d_pad × T) back to rows, then scaled into dqkv.
+  for (const auto& [src, dst, scale] :
+       {std::tuple{w.dkt.data(), dqkv + z.c, z.scale}, std::tuple{w.dvt.data(), dqkv + 2 * z.c, 1.0f}}) {
+    transpose32(reinterpret_cast<const uint32_t*>(src), z.t_pad, z.d_pad, z.t_pad,
+                reinterpret_cast<uint32_t*>(w.rows.data()), z.d_pad);
+    for (int64_t n = 0; n < z.t; ++n) scale_row(w.rows.data() + n * z.d_pad, scale, dst + n * z.ld, z.d);
+  }
+}
+
 }  // namespace
 
 void causal_attention_forward(const AttentionShape& shape, const AttentionDropout& dropout, const void* qkv,
                               void* out, float* lse, bool bf16_dot, int64_t begin, int64_t end) {
   const Sizes z(shape);
+  if (shape.float32) {
+    const auto* x = static_cast<const float*>(qkv);
+    auto* y = static_cast<float*>(out);
+    ForwardScratchF32 w(z);
+    const auto head_qkv = [&](int64_t bh) { return x + bh / shape.heads * z.t * z.ld + bh % shape.heads * z.d; };
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / shape.heads, h = bh % shape.heads;
+      forward_head_f32(z, dropout, bh, head_qkv(bh), bh + 1 < end ? head_qkv(bh + 1) : nullptr,
+                       y + b * z.t * z.c + h * z.d, lse + bh * z.t, w);
+    }
+    return;
+  }
   const auto* x = static_cast<const uint16_t*>(qkv);
   auto* y = static_cast<uint16_t*>(out);
   ForwardScratch w(z);
@@ -583,6 +790,23 @@ void causal_attention_backward(const AttentionShape& shape, const AttentionDropo
                                const void* qkv, const void* out, const float* lse, void* dqkv, bool bf16_dot,
                                int64_t begin, int64_t end) {
   const Sizes z(shape);
+  if (shape.float32) {
+    const auto* g = static_cast<const float*>(grad);
+    const auto* x = static_cast<const float*>(qkv);
+    const auto* y = static_cast<const float*>(out);
+    auto* dx = static_cast<float*>(dqkv);
+    BackwardScratchF32 w(z);
+    const auto inputs = [&](int64_t bh) {
+      const int64_t rows = bh / shape.heads * z.t, col = bh % shape.heads * z.d;
+      return HeadInputs<float>{g + rows * z.c + col, x + rows * z.ld + col, y + rows * z.c + col};
+    };
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / shape.heads, h = bh % shape.heads;
+      backward_head_f32(z, dropout, bh, inputs(bh), bh + 1 < end ? inputs(bh + 1) : HeadInputs<float>{},
+                        lse + bh * z.t, dx + b * z.t * z.ld + h * z.d, w);
+    }
+    return;
+  }
   const auto* g = static_cast<const uint16_t*>(grad);
   const auto* x = static_cast<const uint16_t*>(qkv);
   const auto* y = static_cast<const uint16_t*>(out);
@@ -590,11 +814,11 @@ void causal_attention_backward(const AttentionShape& shape, const AttentionDropo
   BackwardScratch w(z);
   const auto inputs = [&](int64_t bh) {
     const int64_t rows = bh / shape.heads * z.t, col = bh % shape.heads * z.d;
-    return HeadInputs{g + rows * z.c + col, x + rows * z.ld + col, y + rows * z.c + col};
+    return HeadInputs<>{g + rows * z.c + col, x + rows * z.ld + col, y + rows * z.c + col};
   };
   for (int64_t bh = begin; bh < end; ++bh) {
     const int64_t b = bh / shape.heads, h = bh % shape.heads;
-    backward_head(z, dropout, bh, inputs(bh), bh + 1 < end ? inputs(bh + 1) : HeadInputs{}, lse + bh * z.t,
+    backward_head(z, dropout, bh, inputs(bh), bh + 1 < end ? inputs(bh + 1) : HeadInputs<>{}, lse + bh * z.t,
                   dx + b * z.t * z.ld + h * z.d, bf16_dot, w);
   }
 }

@@ -7,10 +7,12 @@
 
 namespace kiln::ops::cpu {
 
-/// The sizes of one call: qkv is (batch, time, 3·heads·head_dim) bfloat16, rows
-/// contiguous; q, k and v are its three thirds, each split into heads of head_dim.
+/// The sizes of one call: qkv is (batch, time, 3·heads·head_dim), rows contiguous, in
+/// bfloat16 or (float32 = true) float32, as are out, grad and dqkv; q, k and v are its
+/// three thirds, each split into heads of head_dim.
 struct AttentionShape {
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
+  bool float32 = false;
 };
 
 /// Dropout on the attention weights (the softmax's output), kiln::dropout's mask: the
@@ -24,16 +26,16 @@ struct AttentionDropout {
   float scale = 1.0f;
 };
 
-// out (batch, time, heads·head_dim) bfloat16 = softmax(q·kᵀ/√head_dim, causal)·v per
-// head; lse (batch, heads, time) float32, each row's log-sum-exp of its scaled scores.
-// bf16_dot: use AVX512-BF16's dot products and conversions (only where the CPU has
-// them). Computes the heads [begin, end) of the batch·heads (batch-major); threads take
+// out (batch, time, heads·head_dim) = softmax(q·kᵀ/√head_dim, causal)·v per head, in
+// qkv's dtype; lse (batch, heads, time) float32, each row's log-sum-exp of its scaled
+// scores. bf16_dot: bfloat16 only, use AVX512-BF16's dot products and conversions (only
+// where the CPU has them). Computes the heads [begin, end) of the batch·heads (batch-major); threads take
 // disjoint ranges. With dropout, out is the dropped weights times v; lse is the
 // undropped softmax's.
 KILN_DECLARE_CPU_KERNEL(causal_attention_forward,
                         (const AttentionShape& shape, const AttentionDropout& dropout, const void* qkv,
                          void* out, float* lse, bool bf16_dot, int64_t begin, int64_t end))
-// dqkv (batch, time, 3·heads·head_dim) bfloat16 from grad (batch, time, heads·head_dim)
+// dqkv (batch, time, 3·heads·head_dim) from grad (batch, time, heads·head_dim)
 // and the forward's qkv, out and lse (and its dropout: the same mask, drawn again).
 KILN_DECLARE_CPU_KERNEL(causal_attention_backward,
                         (const AttentionShape& shape, const AttentionDropout& dropout, const void* grad,
