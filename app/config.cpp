@@ -427,7 +427,13 @@ Config load_config(const std::string& path) {
   if (!in) throw ConfigError(path + ": cannot read the config file (no such file?)");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path);
+  Config c = parse_config(text.str(), path);
+  // A config that names no run names it after itself: configs/wide.toml runs in
+  // runs/wide, not in the default's runs/fashion_mlp beside every other such config.
+  const auto root = toml::parse(text.str(), path);  // parse_config has checked the syntax
+  const auto* run = root["run"].as_table();
+  if (run == nullptr || !run->contains("name")) c.run.name = std::filesystem::path(path).stem().string();
+  return c;
 }
 
 namespace {
@@ -694,8 +700,11 @@ std::string describe_keys() {
   Config c;
   for_each_key(c, [&](const char* s, const char* k, const auto& field, const char* help) {
     std::string name = std::string(s) + "." + k;
-    const auto text = text_of(field);
-    const auto defaults = text ? *text : optimizer_defaults(name);
+    // run.name's default is load_config's: the config file's own name.
+    const auto text = name == "run.name" ? std::nullopt : text_of(field);
+    const auto defaults = name == "run.name" ? "the config file's name without .toml"
+                          : text             ? *text
+                                             : optimizer_defaults(name);
     name.resize(std::max<size_t>(name.size(), 24), ' ');
     out << "  " << name << ' ' << help << " (default" << (text ? " " : ": ")
         << (defaults.empty() ? "none" : defaults) << ")\n";

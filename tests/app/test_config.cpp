@@ -135,6 +135,21 @@ TEST_CASE("a TOML syntax error and a missing file are config errors", "[app][con
                       Catch::Contains("/nonexistent/x.toml: cannot read the config file"));
 }
 
+TEST_CASE("a config file that names no run names it after itself", "[app][config]") {
+  kiln::test::TempDir dir;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    const auto path = dir / name;
+    std::ofstream(path) << text;
+    return path;
+  };
+  CHECK(kiln::app::load_config(write("wide_mlp.toml", "[model]\nhidden = [1024]\n")).run.name == "wide_mlp");
+  CHECK(kiln::app::load_config(write("other.toml", "[run]\ndir = \"out\"\n")).run.name == "other");
+  CHECK(kiln::app::load_config(write("named.toml", "[run]\nname = \"exp3\"\n")).run.name == "exp3");
+  CHECK(kiln::app::load_config(write("v1.2.toml", "")).run.name == "v1.2");
+  // A name given as "" is still refused by validate, not replaced.
+  CHECK(kiln::app::load_config(write("empty.toml", "[run]\nname = \"\"\n")).run.name.empty());
+}
+
 TEST_CASE("validation names the key, its origin, and the valid range", "[app][config]") {
   auto c = parse_config("[train]\nbatch_size = 0\n", "cfg.toml");
   REQUIRE_THROWS_WITH(kiln::app::validate(c),
