@@ -8,6 +8,7 @@
 
 #include "nn/trace.h"
 #include "ops/ops.h"
+#include "util/env_switch.h"
 
 namespace kiln::nn {
 
@@ -83,7 +84,7 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   const auto& pools = options.pool_after();
   for (size_t i = 0; i < convs_->size(); ++i) {
     x = traced(*convs_[i], convs_[i]->as<torch::nn::Conv2d>()->forward(x));
-    x = act.apply(traced(*norms_[i], norms_[i]->as<torch::nn::BatchNorm2d>()->forward(x)));  // (B, C_i, H_i, W_i)
+    x = traced(*norms_[i], norm_then(i, x, act));  // (B, C_i, H_i, W_i)
     if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0)
       x = torch::max_pool2d(x, 2);
   }
@@ -91,6 +92,34 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   if (hidden_) x = act.linear_then(*hidden_, x);  // (B, hidden)
   x = kiln::ops::random_dropout(x, options.dropout(), is_training());
   return traced(*this, output_->forward(x));  // (B, out_features)
+}
+
+// kiln::ops::batch_norm on the CPU (and on Meta, where the summary estimates a step's
+// memory) for float32 and half-type images with the module's float32 parameters and
+// running statistics: two passes over the activations each way where ATen's batch norm
+// and the ReLU after it took five, and one activation fewer kept for backward (the
+// ReLU's mask is recomputed from the norm's input). The module's own arithmetic:
+// num_batches_tracked counted in training, momentum (or, unset, the cumulative average
+// 1/num_batches_tracked), eps. KILN_CPU_BATCH_NORM=aten keeps torch's module.
+torch::Tensor ConvNetImpl::norm_then(size_t i, const torch::Tensor& x, const Activation& act) {
+  static const bool allowed = util::env_switch("KILN_CPU_BATCH_NORM", {"auto", "aten"}) == 0;
+  auto& bn = *norms_[i]->as<torch::nn::BatchNorm2d>();
+  const auto dt = x.scalar_type();
+  const bool kernel = allowed && (x.is_cpu() || x.is_meta()) &&
+                      (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf) && bn.options.affine() &&
+                      bn.options.track_running_stats() && bn.weight.scalar_type() == at::kFloat &&
+                      bn.running_mean.scalar_type() == at::kFloat;
+  if (!kernel) return act.apply(bn.forward(x));
+  double momentum = bn.options.momentum().value_or(0.0);
+  if (is_training()) {
+    torch::NoGradGuard no_grad;
+    bn.num_batches_tracked.add_(1);
+    if (!bn.options.momentum()) momentum = 1.0 / bn.num_batches_tracked.item<double>();
+  }
+  const bool relu = act.options().name() == "relu";
+  auto y = kiln::ops::batch_norm(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, is_training(), momentum,
+                                 bn.options.eps(), relu);
+  return relu ? y : act.apply(y);
 }
 
 void ConvNetImpl::pretty_print(std::ostream& stream) const {

@@ -39,6 +39,8 @@ struct ConvNetOptions {
   TORCH_ARG(ActivationOptions, activation);
 };
 
+class Activation;
+
 /// Example: kiln::nn::ConvNet net(kiln::nn::ConvNetOptions({1, 28, 28}, 10).channels_last(true));
 class ConvNetImpl : public torch::nn::Cloneable<ConvNetImpl>, public OutputHead {
  public:
@@ -53,6 +55,10 @@ class ConvNetImpl : public torch::nn::Cloneable<ConvNetImpl>, public OutputHead 
   ConvNetOptions options;
 
  private:
+  /// Block i's batch norm and then the activation: kiln::ops::batch_norm (the ReLU
+  /// fused into it) where it runs, else torch's BatchNorm2d and act.
+  torch::Tensor norm_then(size_t i, const torch::Tensor& x, const Activation& act);
+
   torch::nn::ModuleList convs_{nullptr}, norms_{nullptr};
   Linear hidden_{nullptr}, output_{nullptr};
   std::vector<int64_t> image_;  // (C, H, W)

@@ -33,6 +33,12 @@ TORCH_LIBRARY(kiln, m) {
   m.def("layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps, ScalarType? out_dtype=None) -> Tensor");
   m.def("layer_norm_forward(Tensor x, Tensor? weight, Tensor? bias, float eps, ScalarType? out_dtype=None) -> (Tensor, Tensor, Tensor)");
   m.def("layer_norm_backward(Tensor grad, Tensor x, Tensor? weight, Tensor mean, Tensor rstd, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def("batch_norm(Tensor x, Tensor weight, Tensor bias, Tensor(a!) running_mean, Tensor(b!) running_var, "
+        "bool training, float momentum, float eps, bool relu=False) -> Tensor");
+  m.def("batch_norm_forward(Tensor x, Tensor weight, Tensor bias, Tensor(a!) running_mean, Tensor(b!) running_var, "
+        "bool training, float momentum, float eps, bool relu=False) -> (Tensor, Tensor, Tensor)");
+  m.def("batch_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor bias, Tensor mean, Tensor invstd, "
+        "bool training, bool relu, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
   m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, "
         "Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, "
         "float eps, int step) -> ()");
@@ -161,6 +167,26 @@ Tensor3 layer_norm_backward(const Tensor& grad, const Tensor& x, const OptTensor
   KILN_CALL(layer_norm_backward,
             Tensor3(const Tensor&, const Tensor&, const OptTensor&, const Tensor&, const Tensor&, std::array<bool, 3>),
             grad, x, weight, mean, rstd, output_mask);
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum, double eps, bool relu) {
+  KILN_CALL(batch_norm, Tensor(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, bool, double, double, bool),
+            x, weight, bias, running_mean, running_var, training, momentum, eps, relu);
+}
+Tensor3 batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                           Tensor& running_var, bool training, double momentum, double eps, bool relu) {
+  KILN_CALL(batch_norm_forward,
+            Tensor3(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, bool, double, double, bool), x,
+            weight, bias, running_mean, running_var, training, momentum, eps, relu);
+}
+Tensor3 batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const Tensor& mean, const Tensor& invstd, bool training, bool relu,
+                            std::array<bool, 3> output_mask) {
+  KILN_CALL(batch_norm_backward,
+            Tensor3(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool,
+                    bool, std::array<bool, 3>),
+            grad, x, weight, bias, mean, invstd, training, relu, output_mask);
 }
 
 void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,

@@ -131,6 +131,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& weight,
     const at::Tensor& mean, const at::Tensor& rstd, std::array<bool, 3> output_mask);
 
+/// Batch norm over the channels of x (N, C, *) — float32, bfloat16 or float16, channels
+/// last or contiguous — with float32 weight, bias and running statistics (C), and a ReLU
+/// after it where relu: torch::nn::BatchNorm's arithmetic (training: the batch's
+/// statistics, biased variance, the running ones updated in place with momentum and the
+/// unbiased variance; else the running ones) in two passes over x each way, the ReLU's
+/// mask recomputed in backward. CPU (and Meta) only. Example:
+/// auto y = kiln::ops::batch_norm(x, bn->weight, bn->bias, bn->running_mean, bn->running_var, true, 0.1, 1e-5, true);
+at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      at::Tensor& running_mean, at::Tensor& running_var, bool training, double momentum,
+                      double eps, bool relu = false);
+/// (y, mean, invstd): the statistics used (the batch's in training, else the running
+/// ones), float32 (C), kept for backward.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(
+    const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, at::Tensor& running_mean,
+    at::Tensor& running_var, bool training, double momentum, double eps, bool relu = false);
+/// (dx, dweight, dbias) from grad and the forward's x, weight, bias, mean and invstd, each
+/// where output_mask asks; training as in the forward (its statistics depend on x).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
+    const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+    const at::Tensor& mean, const at::Tensor& invstd, bool training, bool relu, std::array<bool, 3> output_mask);
+
 /// One AdamW step, in place, over lists of tensors of one dtype and device
 /// (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i] of one shape), with the
 /// arithmetic of torch::optim::AdamW: p ← p·(1−lr·λ); m ← β1·m + (1−β1)·g;

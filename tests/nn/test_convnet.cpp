@@ -2,9 +2,12 @@
 // BatchNorm's running statistics are buffers that eval() uses, that checkpoints keep
 // (model.safetensors) and that a resumed run continues bit for bit; a table cannot
 // feed it.
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "nn/convnet.h"
 #include "nn/factory.h"
@@ -80,6 +83,52 @@ TEST_CASE("ConvNet: BatchNorm's running statistics are trained, used by eval() a
   net->eval();
   const auto alone = net->forward(x.narrow(0, 0, 1));
   KILN_REQUIRE_CLOSE(net->forward(x).narrow(0, 0, 1), alone, 1e-5, 1e-6);
+}
+
+TEST_CASE("ConvNet on the CPU runs kiln::batch_norm with the ReLU fused: torch's arithmetic, one op",
+          "[nn][convnet][batch_norm]") {
+  torch::manual_seed(2);
+  kiln::nn::ConvNet net(kiln::nn::ConvNetOptions({2, 6, 6}, 3).channels({5}).pool_after({}).hidden(0).channels_last(true));
+  net->train();
+  auto params = net->named_parameters();
+  auto buffers = net->named_buffers();
+  // The reference: ATen's conv, batch norm and relu on copies of the same parameters.
+  const auto copy = [](const at::Tensor& t) { return t.detach().clone().requires_grad_(true); };
+  auto cw = copy(params["convs.0.weight"]), nw = copy(params["norms.0.weight"]), nb = copy(params["norms.0.bias"]);
+  auto ow = copy(params["output.weight"]), ob = copy(params["output.bias"]);
+  auto rm = buffers["norms.0.running_mean"].clone(), rv = buffers["norms.0.running_var"].clone();
+  const auto x = at::randn({7, 2, 6, 6}) * 2 + 1;
+  const auto h = at::relu(at::batch_norm(at::conv2d(x, cw, {}, 1, 1), nw, nb, rm, rv, true, 0.1, 1e-5, false));
+  const auto expected = at::linear(h.flatten(1), ow, ob);
+  expected.square().sum().backward();
+  // kiln's: calls recorded by name.
+  static thread_local std::map<std::string, int> calls;
+  calls.clear();
+  const auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        ++calls[fn.name()];
+        return nullptr;
+      }));
+  const auto logits = net->forward(x);
+  at::removeCallback(handle);
+  logits.square().sum().backward();
+  CHECK(calls["kiln::batch_norm"] == 1);
+  CHECK(calls["aten::batch_norm"] == 0);
+  CHECK(calls["kiln::relu"] == 0);
+  KILN_REQUIRE_CLOSE(logits, expected, 1e-5, 1e-5);
+  KILN_REQUIRE_CLOSE(buffers["norms.0.running_mean"], rm, 1e-6, 1e-6);
+  KILN_REQUIRE_CLOSE(buffers["norms.0.running_var"], rv, 1e-6, 1e-6);
+  CHECK(buffers["norms.0.num_batches_tracked"].item<int64_t>() == 1);
+  KILN_REQUIRE_CLOSE(params["convs.0.weight"].grad(), cw.grad(), 1e-4, 1e-5);
+  KILN_REQUIRE_CLOSE(params["norms.0.weight"].grad(), nw.grad(), 1e-4, 1e-5);
+  KILN_REQUIRE_CLOSE(params["norms.0.bias"].grad(), nb.grad(), 1e-4, 1e-5);
+  // Evaluation uses the running statistics and leaves them alone.
+  net->eval();
+  const auto before = buffers["norms.0.running_mean"].clone();
+  const auto e = at::linear(
+      at::relu(at::batch_norm(at::conv2d(x, cw, {}, 1, 1), nw, nb, rm, rv, false, 0.1, 1e-5, false)).flatten(1), ow, ob);
+  KILN_REQUIRE_CLOSE(net->forward(x), e, 1e-5, 1e-5);
+  CHECK(at::equal(buffers["norms.0.running_mean"], before));
 }
 
 TEST_CASE("ConvNet trains from config with augmented images; a run stopped and resumed ends bit for bit, running statistics included",
