@@ -1,8 +1,7 @@
 // Vectorised CPU batch norm on raw pointers; compiled once per CPU capability
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time, without OpenMP:
 // batch_norm_cpu.cpp spreads the runs (rows or planes, batch_norm_kernel.h) over threads.
-// A run of a half type is widened into per-thread float32 scratch a block at a time;
-// every sum is float32 within a block of at most kBlock values and float64 across
+// A half type is widened to float32 in registers; every sum is float32 within a block of at most kBlock values and float64 across
 // blocks, and the statistics are shifted sums (x − a value of the channel), so neither
 // a long batch nor a mean far from zero loses the variance.
 #include "../cpu_dtype.h"
@@ -30,34 +29,19 @@ inline void store(VecF v, float* p, int64_t n) {
 }
 
 // A stream of X as float32: the pointer itself for float, else the block widened into scratch.
-// The most values for_each_block hands out at once: whole rows of c, or kBlock.
-inline int64_t block_cap(const BatchNormLayout& l) { return l.rows ? std::max(kBlock, l.c) : kBlock; }
-
+// n ≤ kW values of X from p as float32 (zeros past n), and back with one rounding: a
+// half type widened in registers, half a vector of X at a time (widening whole blocks
+// into scratch first cost bfloat16 more than its halved bytes saved).
 template <typename X>
-struct AsFloat {
-  std::vector<float> scratch;
-  explicit AsFloat(const BatchNormLayout& l) : scratch(std::is_same_v<X, float> ? 0 : block_cap(l)) {}
-  const float* operator()(const X* p, int64_t n) {
-    if constexpr (std::is_same_v<X, float>) return p;
-    else return at::vec::convert(p, scratch.data(), n), scratch.data();
-  }
-};
-
-// An output of X written as float32: straight into it for float, else into scratch
-// that flush() narrows (one rounding).
+inline VecF load_x(const X* p, int64_t n) {
+  if constexpr (std::is_same_v<X, float>) return load(p, n);
+  else return std::get<0>(at::vec::convert_to_float<X>(at::vec::Vectorized<X>::loadu(p, n)));
+}
 template <typename X>
-struct FloatOut {
-  std::vector<float> scratch;
-  explicit FloatOut(const BatchNormLayout& l) : scratch(std::is_same_v<X, float> ? 0 : block_cap(l)) {}
-  float* at(X* p) {
-    if constexpr (std::is_same_v<X, float>) return p;
-    else return (void)p, scratch.data();
-  }
-  void flush(X* p, int64_t n) {
-    if constexpr (!std::is_same_v<X, float>) at::vec::convert(scratch.data(), p, n);
-    else (void)p, (void)n;
-  }
-};
+inline void store_x(VecF v, X* p, int64_t n) {
+  if constexpr (std::is_same_v<X, float>) store(v, p, n);
+  else at::vec::convert_from_float<X>(v, v).store(p, n);
+}
 
 // The runs [begin, end) as blocks of whole runs (rows) or parts of one run (planes):
 // f(first element, count, channel of the block's first element or −1 for rows).
@@ -101,12 +85,11 @@ std::pair<float, float> plane_sums(int64_t count, G g) {
 template <typename X>
 void stats(const BatchNormLayout& l, const X* x, const float* shift, double* sum, double* sum_sq, int64_t begin,
            int64_t end) {
-  AsFloat<X> xs(l);
   std::vector<float> acc0(l.rows ? l.c : 0), acc1(acc0.size());
   for_each_block(l, begin, end, [&](int64_t first, int64_t count, int64_t ch) {
-    const float* xf = xs(x + first, count);
+    const X* xf = x + first;
     const auto g = [&](int64_t i, int64_t j, int64_t n, VecF& s, VecF& q) {
-      const VecF d = load(xf + i, n) - load(shift + j, n);  // lanes past n: 0 − 0
+      const VecF d = load_x(xf + i, n) - load(shift + j, n);  // lanes past n: 0 − 0
       s += d;
       q = at::vec::fmadd(d, d, q);
     };
@@ -116,7 +99,7 @@ void stats(const BatchNormLayout& l, const X* x, const float* shift, double* sum
     } else {
       const VecF k(shift[ch]);
       const auto [s, q] = plane_sums(count, [&](int64_t i, int64_t n, VecF& a, VecF& b) {
-        const VecF v = load(xf + i, n);
+        const VecF v = load_x(xf + i, n);
         const VecF d = n == kW ? v - k : VecF::set(VecF(0.0f), v - k, n);
         a += d;
         b = at::vec::fmadd(d, d, b);
@@ -136,25 +119,22 @@ inline VecF affine(VecF x, VecF a, VecF b, bool relu) {
 template <typename X>
 void apply(const BatchNormLayout& l, const X* x, const float* scale, const float* shift, bool relu, X* y,
            int64_t begin, int64_t end) {
-  AsFloat<X> xs(l);
-  FloatOut<X> ys(l);
   for_each_block(l, begin, end, [&](int64_t first, int64_t count, int64_t ch) {
-    const float* xf = xs(x + first, count);
-    float* yf = ys.at(y + first);
+    const X* xf = x + first;
+    X* yf = y + first;
     if (l.rows) {
       for (int64_t r = 0; r < count / l.c; ++r)
         for (int64_t j = 0; j < l.c; j += kW) {
           const int64_t n = std::min(kW, l.c - j), i = r * l.c + j;
-          store(affine(load(xf + i, n), load(scale + j, n), load(shift + j, n), relu), yf + i, n);
+          store_x(affine(load_x(xf + i, n), load(scale + j, n), load(shift + j, n), relu), yf + i, n);
         }
     } else {
       const VecF a(scale[ch]), b(shift[ch]);
       for (int64_t i = 0; i < count; i += kW) {
         const int64_t n = std::min(kW, count - i);
-        store(affine(load(xf + i, n), a, b, relu), yf + i, n);
+        store_x(affine(load_x(xf + i, n), a, b, relu), yf + i, n);
       }
     }
-    ys.flush(y + first, count);
   });
 }
 
@@ -166,15 +146,14 @@ inline VecF masked_grad(VecF g, VecF x, VecF a, VecF b, bool relu) {
 template <typename X>
 void grad_sums(const BatchNormLayout& l, const X* grad, const X* x, const float* scale, const float* shift,
                const float* mean, bool relu, double* sum_dz, double* sum_dzx, int64_t begin, int64_t end) {
-  AsFloat<X> gs(l), xs(l);
   std::vector<float> acc0(l.rows ? l.c : 0), acc1(acc0.size());
   for_each_block(l, begin, end, [&](int64_t first, int64_t count, int64_t ch) {
-    const float* gf = gs(grad + first, count);
-    const float* xf = xs(x + first, count);
+    const X* gf = grad + first;
+    const X* xf = x + first;
     if (l.rows) {
       rows_sums(l, count, acc0.data(), acc1.data(), [&](int64_t i, int64_t j, int64_t n, VecF& s, VecF& q) {
-        const VecF xv = load(xf + i, n);
-        const VecF dz = masked_grad(load(gf + i, n), xv, load(scale + j, n), load(shift + j, n), relu);
+        const VecF xv = load_x(xf + i, n);
+        const VecF dz = masked_grad(load_x(gf + i, n), xv, load(scale + j, n), load(shift + j, n), relu);
         s += dz;
         q = at::vec::fmadd(dz, xv - load(mean + j, n), q);  // dz is 0 past n
       });
@@ -182,8 +161,8 @@ void grad_sums(const BatchNormLayout& l, const X* grad, const X* x, const float*
     } else {
       const VecF a(scale[ch]), b(shift[ch]), m(mean[ch]);
       const auto [s, q] = plane_sums(count, [&](int64_t i, int64_t n, VecF& p, VecF& r) {
-        const VecF xv = load(xf + i, n);
-        const VecF dz = masked_grad(load(gf + i, n), xv, a, b, relu);
+        const VecF xv = load_x(xf + i, n);
+        const VecF dz = masked_grad(load_x(gf + i, n), xv, a, b, relu);
         p += dz;
         r = at::vec::fmadd(dz, xv - m, r);
       });
@@ -197,31 +176,28 @@ template <typename X>
 void grad_input(const BatchNormLayout& l, const X* grad, const X* x, const float* scale, const float* shift,
                 bool relu, const float* mean, const float* a, const float* k1, const float* k0, X* dx, int64_t begin,
                 int64_t end) {
-  AsFloat<X> gs(l), xs(l);
-  FloatOut<X> out(l);
   for_each_block(l, begin, end, [&](int64_t first, int64_t count, int64_t ch) {
-    const float* gf = gs(grad + first, count);
-    const float* xf = xs(x + first, count);
-    float* o = out.at(dx + first);
+    const X* gf = grad + first;
+    const X* xf = x + first;
+    X* o = dx + first;
     if (l.rows) {
       for (int64_t r = 0; r < count / l.c; ++r)
         for (int64_t j = 0; j < l.c; j += kW) {
           const int64_t n = std::min(kW, l.c - j), i = r * l.c + j;
-          const VecF xv = load(xf + i, n);
-          const VecF dz = masked_grad(load(gf + i, n), xv, load(scale + j, n), load(shift + j, n), relu);
+          const VecF xv = load_x(xf + i, n);
+          const VecF dz = masked_grad(load_x(gf + i, n), xv, load(scale + j, n), load(shift + j, n), relu);
           const VecF d = xv - load(mean + j, n);
-          store(at::vec::fmadd(load(a + j, n), dz, at::vec::fmadd(d, load(k1 + j, n), load(k0 + j, n))), o + i, n);
+          store_x(at::vec::fmadd(load(a + j, n), dz, at::vec::fmadd(d, load(k1 + j, n), load(k0 + j, n))), o + i, n);
         }
     } else {
       const VecF sa(scale[ch]), sb(shift[ch]), vm(mean[ch]), va(a[ch]), v1(k1[ch]), v0(k0[ch]);
       for (int64_t i = 0; i < count; i += kW) {
         const int64_t n = std::min(kW, count - i);
-        const VecF xv = load(xf + i, n);
-        const VecF dz = masked_grad(load(gf + i, n), xv, sa, sb, relu);
-        store(at::vec::fmadd(va, dz, at::vec::fmadd(xv - vm, v1, v0)), o + i, n);
+        const VecF xv = load_x(xf + i, n);
+        const VecF dz = masked_grad(load_x(gf + i, n), xv, sa, sb, relu);
+        store_x(at::vec::fmadd(va, dz, at::vec::fmadd(xv - vm, v1, v0)), o + i, n);
       }
     }
-    out.flush(dx + first, count);
   });
 }
 
