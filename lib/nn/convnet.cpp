@@ -88,6 +88,12 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
     if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0)
       x = torch::max_pool2d(x, 2);
   }
+  if (options.channels_last() && x.requires_grad())
+    // The flatten's backward hands the gradient back contiguous (NCHW); ATen's max-pool
+    // backward, given that beside channels-last indices, converts its operands to NCHW
+    // and its result back (three copies of up to 6.4 MB a step at batch 128). Made
+    // channels-last here, the one copy is of the small pooled gradient.
+    x.register_hook([](const at::Tensor& g) { return g.contiguous(at::MemoryFormat::ChannelsLast); });
   x = x.flatten(1);  // (B, C'·H'·W')
   if (hidden_) x = act.linear_then(*hidden_, x);  // (B, hidden)
   x = kiln::ops::random_dropout(x, options.dropout(), is_training());

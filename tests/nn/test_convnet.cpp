@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "nn/convnet.h"
 #include "nn/factory.h"
@@ -129,6 +130,29 @@ TEST_CASE("ConvNet on the CPU runs kiln::batch_norm with the ReLU fused: torch's
       at::relu(at::batch_norm(at::conv2d(x, cw, {}, 1, 1), nw, nb, rm, rv, false, 0.1, 1e-5, false)).flatten(1), ow, ob);
   KILN_REQUIRE_CLOSE(net->forward(x), e, 1e-5, 1e-5);
   CHECK(at::equal(buffers["norms.0.running_mean"], before));
+}
+
+TEST_CASE("ConvNet channels-last: the backward copies no activation between layouts", "[nn][convnet]") {
+  // The flatten before the head hands its gradient back in NCHW; unless it is made
+  // channels-last there, ATen's max-pool backward copies its (B, 8, 4, 4) operands to
+  // NCHW and its result back.
+  torch::manual_seed(3);
+  kiln::nn::ConvNet net(
+      kiln::nn::ConvNetOptions({1, 8, 8}, 3).channels({4, 8}).pool_after({1, 2}).hidden(16).channels_last(true));
+  const auto loss = net->forward(at::randn({6, 1, 8, 8})).square().sum();
+  static thread_local int64_t copies = 0;
+  copies = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const auto inputs = fn.inputs();
+        if (std::string_view(fn.name()) == "aten::copy_" && !inputs.empty() && inputs[0].isTensor() &&
+            inputs[0].toTensor().sizes() == at::IntArrayRef({6, 8, 4, 4}))
+          ++copies;
+        return nullptr;
+      }).needsInputs(true));
+  loss.backward();
+  at::removeCallback(handle);
+  CHECK(copies == 0);
 }
 
 TEST_CASE("ConvNet trains from config with augmented images; a run stopped and resumed ends bit for bit, running statistics included",
