@@ -85,8 +85,7 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   for (size_t i = 0; i < convs_->size(); ++i) {
     x = traced(*convs_[i], convs_[i]->as<torch::nn::Conv2d>()->forward(x));
     x = traced(*norms_[i], norm_then(i, x, act));  // (B, C_i, H_i, W_i)
-    if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0)
-      x = torch::max_pool2d(x, 2);
+    if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0) x = pool(x);
   }
   if (options.channels_last() && x.requires_grad())
     // The flatten's backward hands the gradient back contiguous (NCHW); ATen's max-pool
@@ -126,6 +125,18 @@ torch::Tensor ConvNetImpl::norm_then(size_t i, const torch::Tensor& x, const Act
   auto y = kiln::ops::batch_norm(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, is_training(), momentum,
                                  bn.options.eps(), relu);
   return relu ? y : act.apply(y);
+}
+
+// The 2×2 max-pool: kiln::ops::max_pool2 on the CPU (and Meta) for float32 and the half
+// types, one byte a window kept for backward and dx written once (1.5–1.6× ATen's at the
+// first pool's shape, docs/ops.md); else ATen's max_pool2d. KILN_CPU_MAX_POOL=aten keeps
+// ATen's.
+torch::Tensor ConvNetImpl::pool(const torch::Tensor& x) const {
+  static const bool allowed = util::env_switch("KILN_CPU_MAX_POOL", {"auto", "aten"}) == 0;
+  const auto dt = x.scalar_type();
+  if (allowed && (x.is_cpu() || x.is_meta()) && (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf))
+    return kiln::ops::max_pool2(x);
+  return torch::max_pool2d(x, 2);
 }
 
 void ConvNetImpl::pretty_print(std::ostream& stream) const {

@@ -58,6 +58,8 @@ class ConvNetImpl : public torch::nn::Cloneable<ConvNetImpl>, public OutputHead 
   /// Block i's batch norm and then the activation: kiln::ops::batch_norm (the ReLU
   /// fused into it) where it runs, else torch's BatchNorm2d and act.
   torch::Tensor norm_then(size_t i, const torch::Tensor& x, const Activation& act);
+  /// The 2×2 max-pool after a block: kiln::ops::max_pool2 where it runs, else ATen's.
+  torch::Tensor pool(const torch::Tensor& x) const;
 
   torch::nn::ModuleList convs_{nullptr}, norms_{nullptr};
   Linear hidden_{nullptr}, output_{nullptr};

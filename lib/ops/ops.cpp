@@ -39,6 +39,9 @@ TORCH_LIBRARY(kiln, m) {
         "bool training, float momentum, float eps, bool relu=False) -> (Tensor, Tensor, Tensor)");
   m.def("batch_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor bias, Tensor mean, Tensor invstd, "
         "bool training, bool relu, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def("max_pool2(Tensor x) -> Tensor");
+  m.def("max_pool2_forward(Tensor x) -> (Tensor, Tensor)");
+  m.def("max_pool2_backward(Tensor grad, Tensor code, int[] input_size, bool channels_last) -> Tensor");
   m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, "
         "Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, "
         "float eps, int step) -> ()");
@@ -169,6 +172,12 @@ Tensor3 layer_norm_backward(const Tensor& grad, const Tensor& x, const OptTensor
             grad, x, weight, mean, rstd, output_mask);
 }
 
+Tensor max_pool2(const Tensor& x) { KILN_CALL(max_pool2, Tensor(const Tensor&), x); }
+Tensor2 max_pool2_forward(const Tensor& x) { KILN_CALL(max_pool2_forward, Tensor2(const Tensor&), x); }
+Tensor max_pool2_backward(const Tensor& grad, const Tensor& code, at::IntArrayRef input_size, bool channels_last) {
+  KILN_CALL(max_pool2_backward, Tensor(const Tensor&, const Tensor&, at::IntArrayRef, bool), grad, code, input_size,
+            channels_last);
+}
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum, double eps, bool relu) {
   KILN_CALL(batch_norm, Tensor(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, bool, double, double, bool),

@@ -152,6 +152,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
     const at::Tensor& mean, const at::Tensor& invstd, bool training, bool relu, std::array<bool, 3> output_mask);
 
+/// Max-pool over 2×2 windows with stride 2 (floor: an odd last row or column is
+/// dropped), as at::max_pool2d(x, 2): x (N, C, H, W) float32, bfloat16 or float16,
+/// channels last or contiguous; the output in x's layout. A NaN wins its window; ties go
+/// to the first position. CPU (and Meta) only. Example: auto y = kiln::ops::max_pool2(x);
+at::Tensor max_pool2(const at::Tensor& x);
+/// (y, code): code (N, C, H/2, W/2) uint8 in y's layout, each window's winner (row·2 + column).
+std::tuple<at::Tensor, at::Tensor> max_pool2_forward(const at::Tensor& x);
+/// dx of input_size (N, C, H, W): grad at each window's winner, zeros elsewhere; in
+/// channels-last memory where channels_last (the forward's x's layout).
+at::Tensor max_pool2_backward(const at::Tensor& grad, const at::Tensor& code, at::IntArrayRef input_size,
+                              bool channels_last);
+
 /// One AdamW step, in place, over lists of tensors of one dtype and device
 /// (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i] of one shape), with the
 /// arithmetic of torch::optim::AdamW: p ← p·(1−lr·λ); m ← β1·m + (1−β1)·g;

@@ -132,14 +132,26 @@ TEST_CASE("ConvNet on the CPU runs kiln::batch_norm with the ReLU fused: torch's
   CHECK(at::equal(buffers["norms.0.running_mean"], before));
 }
 
-TEST_CASE("ConvNet channels-last: the backward copies no activation between layouts", "[nn][convnet]") {
+TEST_CASE("ConvNet channels-last: kiln's pools, and the backward copies no activation between layouts", "[nn][convnet]") {
   // The flatten before the head hands its gradient back in NCHW; unless it is made
   // channels-last there, ATen's max-pool backward copies its (B, 8, 4, 4) operands to
   // NCHW and its result back.
   torch::manual_seed(3);
   kiln::nn::ConvNet net(
       kiln::nn::ConvNetOptions({1, 8, 8}, 3).channels({4, 8}).pool_after({1, 2}).hidden(16).channels_last(true));
+  // The pools are kiln's (kiln::max_pool2), not ATen's.
+  static thread_local std::map<std::string, int> calls;
+  calls.clear();
+  const auto names = at::addThreadLocalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        ++calls[fn.name()];
+        return nullptr;
+      }));
   const auto loss = net->forward(at::randn({6, 1, 8, 8})).square().sum();
+  at::removeCallback(names);
+  CHECK(calls["kiln::max_pool2"] == 2);
+  CHECK(calls["aten::max_pool2d"] == 0);
+  CHECK(calls["aten::max_pool2d_with_indices"] == 0);
   static thread_local int64_t copies = 0;
   copies = 0;
   const auto handle = at::addThreadLocalCallback(
