@@ -89,9 +89,10 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   }
   if (options.channels_last() && x.requires_grad())
     // The flatten's backward hands the gradient back contiguous (NCHW); ATen's max-pool
-    // backward, given that beside channels-last indices, converts its operands to NCHW
-    // and its result back (three copies of up to 6.4 MB a step at batch 128). Made
-    // channels-last here, the one copy is of the small pooled gradient.
+    // backward (CUDA, KILN_CPU_MAX_POOL=aten), given that beside channels-last indices,
+    // converts its operands to NCHW and its result back (three copies of up to 6.4 MB a
+    // step at batch 128). Made channels-last here, the one copy is of the small pooled
+    // gradient (kiln::max_pool2's backward would make the same copy itself).
     x.register_hook([](const at::Tensor& g) { return g.contiguous(at::MemoryFormat::ChannelsLast); });
   x = x.flatten(1);  // (B, C'·H'·W')
   if (hidden_) x = act.linear_then(*hidden_, x);  // (B, hidden)
