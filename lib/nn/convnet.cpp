@@ -100,6 +100,17 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   return traced(*this, output_->forward(x));  // (B, out_features)
 }
 
+namespace {
+
+// Whether kiln's CPU batch norm and max-pool take x: on the CPU (or Meta), in float32 or
+// a half type.
+bool cpu_kernel_takes(const torch::Tensor& x) {
+  const auto dt = x.scalar_type();
+  return (x.is_cpu() || x.is_meta()) && (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf);
+}
+
+}  // namespace
+
 // kiln::ops::batch_norm on the CPU (and on Meta, where the summary estimates a step's
 // memory) for float32 and half-type images with the module's float32 parameters and
 // running statistics: two passes over the activations each way where ATen's batch norm
@@ -110,11 +121,8 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
 torch::Tensor ConvNetImpl::norm_then(size_t i, const torch::Tensor& x, const Activation& act) {
   static const bool allowed = util::env_switch("KILN_CPU_BATCH_NORM", {"auto", "aten"}) == 0;
   auto& bn = *norms_[i]->as<torch::nn::BatchNorm2d>();
-  const auto dt = x.scalar_type();
-  const bool kernel = allowed && (x.is_cpu() || x.is_meta()) &&
-                      (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf) && bn.options.affine() &&
-                      bn.options.track_running_stats() && bn.weight.scalar_type() == at::kFloat &&
-                      bn.running_mean.scalar_type() == at::kFloat;
+  const bool kernel = allowed && cpu_kernel_takes(x) && bn.options.affine() && bn.options.track_running_stats() &&
+                      bn.weight.scalar_type() == at::kFloat && bn.running_mean.scalar_type() == at::kFloat;
   if (!kernel) return act.apply(bn.forward(x));
   double momentum = bn.options.momentum().value_or(0.0);
   if (is_training()) {
@@ -134,9 +142,7 @@ torch::Tensor ConvNetImpl::norm_then(size_t i, const torch::Tensor& x, const Act
 // ATen's.
 torch::Tensor ConvNetImpl::pool(const torch::Tensor& x) const {
   static const bool allowed = util::env_switch("KILN_CPU_MAX_POOL", {"auto", "aten"}) == 0;
-  const auto dt = x.scalar_type();
-  if (allowed && (x.is_cpu() || x.is_meta()) && (dt == at::kFloat || dt == at::kBFloat16 || dt == at::kHalf))
-    return kiln::ops::max_pool2(x);
+  if (allowed && cpu_kernel_takes(x)) return kiln::ops::max_pool2(x);
   return torch::max_pool2d(x, 2);
 }
 

@@ -4,6 +4,8 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <type_traits>
+
 #include "kernel_types.h"
 
 namespace kiln::ops::cpu {
@@ -17,6 +19,15 @@ void by_dtype(DType dtype, F&& f) {
     case DType::kHalf: return f(c10::Half{});
     case DType::kBFloat16: return f(c10::BFloat16{});
   }
+}
+
+/// by_dtype for the kernels of float32 and the half types only (the Tensor-level code
+/// refuses float64): nothing is instantiated or run for float64.
+template <typename F>
+void by_float_dtype(DType dtype, F&& f) {
+  by_dtype(dtype, [&](auto t) {
+    if constexpr (!std::is_same_v<decltype(t), double>) f(t);
+  });
 }
 
 }  // namespace kiln::ops::cpu

@@ -43,6 +43,13 @@ Vectorized<Acc<T>> load_acc(const T* p, int64_t n) {
   }
 }
 
+// The first n values of v (n ≤ its size) stored at p as T: a half type rounded once.
+template <typename T>
+void store_acc(const Vectorized<Acc<T>>& v, T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, Acc<T>>) v.store(p, n);
+  else at::vec::convert_from_float<T>(v, v).store(p, n);
+}
+
 // Whether this build stores Vectorized<T> non-temporally: every floating type
 // (float, double, and half and bfloat16, whose vectors are integer registers) under
 // AVX2 and AVX-512; the DEFAULT build stores as usual whatever the caller asks.

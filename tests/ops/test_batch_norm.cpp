@@ -202,6 +202,9 @@ TEST_CASE("batch_norm names what is wrong with its input", "[ops][batch_norm]") 
   CHECK_THROWS_WITH(call(at::randn({1, 4}), p.w),
                     Contains("x: expected more than 1 value per channel when training, got shape [1, 4]"));
   CHECK(at::equal(rm, p.rm));  // nothing was updated by a refused call
+  // The backward names its saved statistics as such.
+  CHECK_THROWS_WITH(kiln::ops::batch_norm_backward(x, x, p.w, p.b, p.rm, at::ones({3}), true, true, {true, true, true}),
+                    Contains("kiln::batch_norm_backward: invstd: expected shape [4] (x's channels), got [3]"));
   // An empty batch in evaluation is no error.
   CHECK(kiln::ops::batch_norm(at::randn({0, 4, 2, 2}), p.w, p.b, rm, rv, false, 0.1, 1e-5, true).numel() == 0);
 }

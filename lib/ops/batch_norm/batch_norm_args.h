@@ -3,19 +3,23 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <cmath>
+#include <tuple>
 #include <string_view>
 
 #include "batch_norm_kernel.h"
 
 namespace kiln::ops {
 
-/// x (N, C, *) float32, bfloat16 or float16 with C > 0; weight, bias, running_mean and
-/// running_var (C) float32 on x's device (running_* may be undefined: the backward's
-/// call checks weight and bias only); eps ≥ 0 and momentum in [0, 1], finite.
+/// x (N, C, *) float32, bfloat16 or float16 with C > 0; weight, bias and the two
+/// statistics (C) float32 on x's device (the statistics may be undefined; `stats` names
+/// them in messages: the running ones, or the backward's saved mean and invstd); eps ≥ 0
+/// and momentum in [0, 1], finite.
 inline void check_batch_norm(std::string_view op, const at::Tensor& x, const at::Tensor& weight,
                              const at::Tensor& bias, const at::Tensor& running_mean,
-                             const at::Tensor& running_var, double momentum, double eps) {
+                             const at::Tensor& running_var, double momentum, double eps,
+                             std::array<const char*, 2> stats = {"running_mean", "running_var"}) {
   TORCH_CHECK(x.defined(), op, ": x: expected a tensor, got an undefined one");
   TORCH_CHECK(x.dim() >= 2, op, ": x: expected (N, C, ...) with at least 2 dimensions, got shape ", x.sizes());
   const auto dt = x.scalar_type();
@@ -23,9 +27,10 @@ inline void check_batch_norm(std::string_view op, const at::Tensor& x, const at:
               ": x: expected dtype Float, BFloat16 or Half, got ", dt);
   const int64_t c = x.size(1);
   TORCH_CHECK(c > 0, op, ": x: expected C = x.size(1) > 0, got shape ", x.sizes());
-  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"weight", &weight}, {"bias", &bias},
-                                {"running_mean", &running_mean}, {"running_var", &running_var}}) {
-    if (!t->defined() && (name[0] == 'r')) continue;
+  for (const auto& [name, t, optional] :
+       {std::tuple<const char*, const at::Tensor*, bool>{"weight", &weight, false}, {"bias", &bias, false},
+        {stats[0], &running_mean, true}, {stats[1], &running_var, true}}) {
+    if (!t->defined() && optional) continue;
     TORCH_CHECK(t->defined(), op, ": ", name, ": expected a tensor of shape [", c, "], got an undefined one");
     TORCH_CHECK(t->dim() == 1 && t->size(0) == c, op, ": ", name, ": expected shape [", c,
                 "] (x's channels), got ", t->sizes());

@@ -85,7 +85,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward_cpu(
   const auto format = batch_norm_format(x);
   const auto xc = x.contiguous(format);
   const auto l = batch_norm_layout(xc, format);
-  const int64_t runs = l.rows ? xc.numel() / std::max<int64_t>(1, l.c) : xc.numel() / std::max<int64_t>(1, l.s);
+  const int64_t runs = l.runs(xc.numel());
   auto mean = at::empty({l.c}, x.options().dtype(at::kFloat));
   auto invstd = at::empty({l.c}, x.options().dtype(at::kFloat));
   float* mp = mean.data_ptr<float>();
@@ -130,7 +130,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_cpu(
     const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
     const at::Tensor& mean, const at::Tensor& invstd, bool training, bool relu, std::array<bool, 3> output_mask) {
   const char* op = "kiln::batch_norm_backward";
-  check_batch_norm(op, x, weight, bias, mean, invstd, 0.0, 0.0);
+  check_batch_norm(op, x, weight, bias, mean, invstd, 0.0, 0.0, {"mean", "invstd"});
   TORCH_CHECK(mean.defined() && invstd.defined(), op, ": mean, invstd: expected the forward's, got undefined ones");
   TORCH_CHECK(grad.defined() && grad.sizes() == x.sizes(), op, ": grad: expected shape ", x.sizes(), " (x's), got ",
               grad.defined() ? grad.sizes() : at::IntArrayRef{});
@@ -140,7 +140,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_cpu(
   const auto format = batch_norm_format(x);
   const auto xc = x.contiguous(format), gc = grad.contiguous(format);
   const auto l = batch_norm_layout(xc, format);
-  const int64_t runs = l.rows ? xc.numel() / std::max<int64_t>(1, l.c) : xc.numel() / std::max<int64_t>(1, l.s);
+  const int64_t runs = l.runs(xc.numel());
   const auto mc = mean.contiguous(), ic = invstd.contiguous();
   const float* mp = mc.const_data_ptr<float>();
   const float* ip = ic.const_data_ptr<float>();

@@ -1,10 +1,12 @@
 // Vectorised CPU batch norm on raw pointers; compiled once per CPU capability
 // (KILN_CPU_NS = base | avx2 | avx512) and chosen at run time, without OpenMP:
 // batch_norm_cpu.cpp spreads the runs (rows or planes, batch_norm_kernel.h) over threads.
-// A half type is widened to float32 in registers; every sum is float32 within a block of at most kBlock values and float64 across
-// blocks, and the statistics are shifted sums (x − a value of the channel), so neither
-// a long batch nor a mean far from zero loses the variance.
+// A half type is widened to float32 in registers; every sum is float32 within a block
+// of at most kBlock values and float64 across blocks, and the statistics are shifted
+// sums (x − a value of the channel), so neither a long batch nor a mean far from zero
+// loses the variance.
 #include "../cpu_dtype.h"
+#include "../cpu_vec.h"
 #include "batch_norm_kernel.h"
 
 #include <ATen/cpu/vec/functional.h>
@@ -19,29 +21,11 @@ namespace {
 
 using VecF = at::vec::Vectorized<float>;
 constexpr int64_t kW = VecF::size();
-constexpr int64_t kBlock = 4096;  // values a block: 16 KiB of float32 scratch per stream
+constexpr int64_t kBlock = 4096;  // values a block: its float32 sums are flushed to float64
 
-// n ≤ kW floats from p as one vector, zeros past n.
-inline VecF load(const float* p, int64_t n) { return n == kW ? VecF::loadu(p) : VecF::loadu(p, n); }
-inline void store(VecF v, float* p, int64_t n) {
-  if (n == kW) v.store(p);
-  else v.store(p, n);
-}
-
-// A stream of X as float32: the pointer itself for float, else the block widened into scratch.
-// n ≤ kW values of X from p as float32 (zeros past n), and back with one rounding: a
-// half type widened in registers, half a vector of X at a time (widening whole blocks
-// into scratch first cost bfloat16 more than its halved bytes saved).
-template <typename X>
-inline VecF load_x(const X* p, int64_t n) {
-  if constexpr (std::is_same_v<X, float>) return load(p, n);
-  else return std::get<0>(at::vec::convert_to_float<X>(at::vec::Vectorized<X>::loadu(p, n)));
-}
-template <typename X>
-inline void store_x(VecF v, X* p, int64_t n) {
-  if constexpr (std::is_same_v<X, float>) store(v, p, n);
-  else at::vec::convert_from_float<X>(v, v).store(p, n);
-}
+// Values come in through load_acc and go out through store_acc (cpu_vec.h): a half
+// type widened in registers and rounded once. Widening whole blocks into scratch first,
+// the op's first version, cost bfloat16 more than its halved bytes saved.
 
 // The runs [begin, end) as blocks of whole runs (rows) or parts of one run (planes):
 // f(first element, count, channel of the block's first element or −1 for rows).
@@ -68,10 +52,10 @@ void rows_sums(const BatchNormLayout& l, int64_t count, float* acc0, float* acc1
   for (int64_t r = 0; r < count / l.c; ++r)
     for (int64_t j = 0; j < l.c; j += kW) {
       const int64_t n = std::min(kW, l.c - j);
-      VecF a0 = load(acc0 + j, n), a1 = load(acc1 + j, n);
+      VecF a0 = load_acc(acc0 + j, n), a1 = load_acc(acc1 + j, n);
       g(r * l.c + j, j, n, a0, a1);
-      store(a0, acc0 + j, n);
-      store(a1, acc1 + j, n);
+      store_acc(a0, acc0 + j, n);
+      store_acc(a1, acc1 + j, n);
     }
 }
 
@@ -93,7 +77,7 @@ void stats(const BatchNormLayout& l, const X* x, const float* shift, double* sum
   for_each_block(l, begin, end, [&](int64_t first, int64_t count, int64_t ch) {
     const X* xf = x + first;
     const auto g = [&](int64_t i, int64_t j, int64_t n, VecF& s, VecF& q) {
-      const VecF d = load_x(xf + i, n) - load(shift + j, n);  // lanes past n: 0 − 0
+      const VecF d = load_acc(xf + i, n) - load_acc(shift + j, n);  // lanes past n: 0 − 0
       s += d;
       q = at::vec::fmadd(d, d, q);
     };
@@ -103,7 +87,7 @@ void stats(const BatchNormLayout& l, const X* x, const float* shift, double* sum
     } else {
       const VecF k(shift[ch]);
       const auto [s, q] = plane_sums(count, [&](int64_t i, int64_t n, VecF& a, VecF& b) {
-        const VecF v = load_x(xf + i, n);
+        const VecF v = load_acc(xf + i, n);
         const VecF d = n == kW ? v - k : VecF::set(VecF(0.0f), v - k, n);
         a += d;
         b = at::vec::fmadd(d, d, b);
@@ -130,13 +114,14 @@ void apply(const BatchNormLayout& l, const X* x, const float* scale, const float
       for (int64_t r = 0; r < count / l.c; ++r)
         for (int64_t j = 0; j < l.c; j += kW) {
           const int64_t n = std::min(kW, l.c - j), i = r * l.c + j;
-          store_x(affine(load_x(xf + i, n), load(scale + j, n), load(shift + j, n), relu), yf + i, n);
+          const VecF v = affine(load_acc(xf + i, n), load_acc(scale + j, n), load_acc(shift + j, n), relu);
+          store_acc(v, yf + i, n);
         }
     } else {
       const VecF a(scale[ch]), b(shift[ch]);
       for (int64_t i = 0; i < count; i += kW) {
         const int64_t n = std::min(kW, count - i);
-        store_x(affine(load_x(xf + i, n), a, b, relu), yf + i, n);
+        store_acc(affine(load_acc(xf + i, n), a, b, relu), yf + i, n);
       }
     }
   });
@@ -156,17 +141,18 @@ void grad_sums(const BatchNormLayout& l, const X* grad, const X* x, const float*
     const X* xf = x + first;
     if (l.rows) {
       rows_sums(l, count, acc0.data(), acc1.data(), [&](int64_t i, int64_t j, int64_t n, VecF& s, VecF& q) {
-        const VecF xv = load_x(xf + i, n);
-        const VecF dz = masked_grad(load_x(gf + i, n), xv, load(scale + j, n), load(shift + j, n), relu);
+        const VecF xv = load_acc(xf + i, n);
+        const VecF dz =
+            masked_grad(load_acc(gf + i, n), xv, load_acc(scale + j, n), load_acc(shift + j, n), relu);
         s += dz;
-        q = at::vec::fmadd(dz, xv - load(mean + j, n), q);  // dz is 0 past n
+        q = at::vec::fmadd(dz, xv - load_acc(mean + j, n), q);  // dz is 0 past n
       });
       for (int64_t j = 0; j < l.c; ++j) sum_dz[j] += acc0[j], sum_dzx[j] += acc1[j];
     } else {
       const VecF a(scale[ch]), b(shift[ch]), m(mean[ch]);
       const auto [s, q] = plane_sums(count, [&](int64_t i, int64_t n, VecF& p, VecF& r) {
-        const VecF xv = load_x(xf + i, n);
-        const VecF dz = masked_grad(load_x(gf + i, n), xv, a, b, relu);
+        const VecF xv = load_acc(xf + i, n);
+        const VecF dz = masked_grad(load_acc(gf + i, n), xv, a, b, relu);
         p += dz;
         r = at::vec::fmadd(dz, xv - m, r);
       });
@@ -188,29 +174,21 @@ void grad_input(const BatchNormLayout& l, const X* grad, const X* x, const float
       for (int64_t r = 0; r < count / l.c; ++r)
         for (int64_t j = 0; j < l.c; j += kW) {
           const int64_t n = std::min(kW, l.c - j), i = r * l.c + j;
-          const VecF xv = load_x(xf + i, n);
-          const VecF dz = masked_grad(load_x(gf + i, n), xv, load(scale + j, n), load(shift + j, n), relu);
-          const VecF d = xv - load(mean + j, n);
-          store_x(at::vec::fmadd(load(a + j, n), dz, at::vec::fmadd(d, load(k1 + j, n), load(k0 + j, n))), o + i, n);
+          const VecF xv = load_acc(xf + i, n);
+          const VecF dz =
+              masked_grad(load_acc(gf + i, n), xv, load_acc(scale + j, n), load_acc(shift + j, n), relu);
+          const VecF rest = at::vec::fmadd(xv - load_acc(mean + j, n), load_acc(k1 + j, n), load_acc(k0 + j, n));
+          store_acc(at::vec::fmadd(load_acc(a + j, n), dz, rest), o + i, n);
         }
     } else {
       const VecF sa(scale[ch]), sb(shift[ch]), vm(mean[ch]), va(a[ch]), v1(k1[ch]), v0(k0[ch]);
       for (int64_t i = 0; i < count; i += kW) {
         const int64_t n = std::min(kW, count - i);
-        const VecF xv = load_x(xf + i, n);
-        const VecF dz = masked_grad(load_x(gf + i, n), xv, sa, sb, relu);
-        store_x(at::vec::fmadd(va, dz, at::vec::fmadd(xv - vm, v1, v0)), o + i, n);
+        const VecF xv = load_acc(xf + i, n);
+        const VecF dz = masked_grad(load_acc(gf + i, n), xv, sa, sb, relu);
+        store_acc(at::vec::fmadd(va, dz, at::vec::fmadd(xv - vm, v1, v0)), o + i, n);
       }
     }
-  });
-}
-
-// f with the C++ type of a float, bfloat16 or float16 x (the Tensor-level code refuses others).
-template <typename F>
-void by_x_dtype(DType d, F&& f) {
-  by_dtype(d, [&](auto t) {
-    using X = decltype(t);
-    if constexpr (!std::is_same_v<X, double>) f(t);
   });
 }
 
@@ -218,7 +196,7 @@ void by_x_dtype(DType d, F&& f) {
 
 void batch_norm_stats(DType x_dtype, const BatchNormLayout& layout, const void* x, const float* shift, double* sum,
                       double* sum_sq, int64_t begin, int64_t end) {
-  by_x_dtype(x_dtype, [&](auto t) {
+  by_float_dtype(x_dtype, [&](auto t) {
     using X = decltype(t);
     stats(layout, static_cast<const X*>(x), shift, sum, sum_sq, begin, end);
   });
@@ -226,7 +204,7 @@ void batch_norm_stats(DType x_dtype, const BatchNormLayout& layout, const void* 
 
 void batch_norm_apply(DType x_dtype, const BatchNormLayout& layout, const void* x, const float* scale,
                       const float* shift, bool relu, void* y, int64_t begin, int64_t end) {
-  by_x_dtype(x_dtype, [&](auto t) {
+  by_float_dtype(x_dtype, [&](auto t) {
     using X = decltype(t);
     apply(layout, static_cast<const X*>(x), scale, shift, relu, static_cast<X*>(y), begin, end);
   });
@@ -235,7 +213,7 @@ void batch_norm_apply(DType x_dtype, const BatchNormLayout& layout, const void* 
 void batch_norm_grad_sums(DType x_dtype, const BatchNormLayout& layout, const void* grad, const void* x,
                           const float* scale, const float* shift, const float* mean, bool relu, double* sum_dz,
                           double* sum_dzx, int64_t begin, int64_t end) {
-  by_x_dtype(x_dtype, [&](auto t) {
+  by_float_dtype(x_dtype, [&](auto t) {
     using X = decltype(t);
     grad_sums(layout, static_cast<const X*>(grad), static_cast<const X*>(x), scale, shift, mean, relu, sum_dz,
               sum_dzx, begin, end);
@@ -245,7 +223,7 @@ void batch_norm_grad_sums(DType x_dtype, const BatchNormLayout& layout, const vo
 void batch_norm_grad_input(DType x_dtype, const BatchNormLayout& layout, const void* grad, const void* x,
                            const float* scale, const float* shift, bool relu, const float* mean, const float* a,
                            const float* k1, const float* k0, void* dx, int64_t begin, int64_t end) {
-  by_x_dtype(x_dtype, [&](auto t) {
+  by_float_dtype(x_dtype, [&](auto t) {
     using X = decltype(t);
     grad_input(layout, static_cast<const X*>(grad), static_cast<const X*>(x), scale, shift, relu, mean, a, k1, k0,
                static_cast<X*>(dx), begin, end);

@@ -19,6 +19,8 @@ struct BatchNormLayout {
   int64_t c = 0;       // channels
   int64_t s = 0;       // elements per plane (planes layout; H·W…)
   int64_t run() const { return rows ? c : s; }
+  /// The runs of a tensor of `numel` elements in this layout.
+  int64_t runs(int64_t numel) const { return run() == 0 ? 0 : numel / run(); }
 };
 
 // Σ (x − shift[c]) and Σ (x − shift[c])² per channel over the runs [begin, end), added

@@ -22,7 +22,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_meta(
     const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
     const at::Tensor& mean, const at::Tensor& invstd, bool /*training*/, bool /*relu*/,
     std::array<bool, 3> output_mask) {
-  check_batch_norm("kiln::batch_norm_backward", x, weight, bias, mean, invstd, 0.0, 0.0);
+  check_batch_norm("kiln::batch_norm_backward", x, weight, bias, mean, invstd, 0.0, 0.0, {"mean", "invstd"});
   TORCH_CHECK(grad.defined() && grad.sizes() == x.sizes(), "kiln::batch_norm_backward: grad: expected shape ",
               x.sizes(), " (x's), got ", grad.defined() ? grad.sizes() : at::IntArrayRef{});
   return {output_mask[0] ? at::empty_like(x, x.options(), batch_norm_format(x)) : at::Tensor(),

@@ -4,6 +4,7 @@
 // channels, compared lane by lane; NCHW planes take a scalar loop. Half types are
 // compared in float32 (widening is exact, so the choice is the half type's own).
 #include "../cpu_dtype.h"
+#include "../cpu_vec.h"
 #include "max_pool2_kernel.h"
 
 #include <ATen/cpu/vec/functional.h>
@@ -18,21 +19,6 @@ namespace {
 
 using VecF = at::vec::Vectorized<float>;
 constexpr int64_t kW = VecF::size();
-
-template <typename X>
-inline VecF load_x(const X* p, int64_t n) {
-  if constexpr (std::is_same_v<X, float>) return n == kW ? VecF::loadu(p) : VecF::loadu(p, n);
-  else return std::get<0>(at::vec::convert_to_float<X>(at::vec::Vectorized<X>::loadu(p, n)));
-}
-template <typename X>
-inline void store_x(VecF v, X* p, int64_t n) {
-  if constexpr (std::is_same_v<X, float>) {
-    if (n == kW) v.store(p);
-    else v.store(p, n);
-  } else {
-    at::vec::convert_from_float<X>(v, v).store(p, n);
-  }
-}
 
 // ATen's rule (MaxPoolKernel.cpp): a value replaces the best so far when it is larger
 // or NaN.
@@ -53,14 +39,14 @@ void forward_channels_last(const PoolShape& s, const X* x, X* y, uint8_t* code, 
       const int64_t o = ((n * oh + r) * ow + q) * c;
       for (int64_t j = 0; j < c; j += kW) {
         const int64_t m = std::min(kW, c - j);
-        VecF best = load_x(p[0] + j, m), cd(0.0f);
+        VecF best = load_acc(p[0] + j, m), cd(0.0f);
         for (int k = 1; k < 4; ++k) {
-          const VecF v = load_x(p[k] + j, m);
+          const VecF v = load_acc(p[k] + j, m);
           const VecF take = (v > best) | v.isnan();
           best = VecF::blendv(best, v, take);
           cd = VecF::blendv(cd, VecF(static_cast<float>(k)), take);
         }
-        store_x(best, y + o + j, m);
+        store_acc(best, y + o + j, m);
         cd.store(codes);
         for (int64_t l = 0; l < m; ++l) code[o + j + l] = static_cast<uint8_t>(codes[l]);
       }
@@ -102,14 +88,15 @@ void backward_channels_last(const PoolShape& s, const X* grad, const uint8_t* co
       for (int64_t j = 0; j < c; j += kW) {
         const int64_t m = std::min(kW, c - j);
         for (int64_t l = 0; l < m; ++l) codes[l] = code[o + j + l];
-        const VecF g = load_x(grad + o + j, m), cd = VecF::loadu(codes, m);
-        for (int k = 0; k < 4; ++k) store_x(VecF::blendv(zero, g, cd == VecF(static_cast<float>(k))), p[k] + j, m);
+        const VecF g = load_acc(grad + o + j, m), cd = VecF::loadu(codes, m);
+        for (int k = 0; k < 4; ++k) store_acc(VecF::blendv(zero, g, cd == VecF(static_cast<float>(k))), p[k] + j, m);
       }
     }
     // The column past the last whole window (odd w) in this unit's two rows, and the row
     // past the last window (odd h) after the image's last unit.
     if (s.w % 2 == 1)
-      for (int64_t row = 2 * r; row < 2 * r + 2; ++row) std::fill_n(dx + ((n * s.h + row) * s.w + s.w - 1) * c, c, X(0));
+      for (int64_t row = 2 * r; row < 2 * r + 2; ++row)
+        std::fill_n(dx + ((n * s.h + row) * s.w + s.w - 1) * c, c, X(0));
     if (s.h % 2 == 1 && r == oh - 1) std::fill_n(dx + (n * s.h + s.h - 1) * s.w * c, s.w * c, X(0));
   }
 }
@@ -129,18 +116,11 @@ void backward_planes(const PoolShape& s, const X* grad, const uint8_t* code, X* 
   }
 }
 
-template <typename F>
-void by_pool_dtype(DType d, F&& f) {
-  by_dtype(d, [&](auto t) {
-    if constexpr (!std::is_same_v<decltype(t), double>) f(t);
-  });
-}
-
 }  // namespace
 
 void max_pool2_forward(DType dtype, const PoolShape& shape, const void* x, void* y, uint8_t* code, int64_t begin,
                        int64_t end) {
-  by_pool_dtype(dtype, [&](auto t) {
+  by_float_dtype(dtype, [&](auto t) {
     using X = decltype(t);
     if (shape.channels_last)
       forward_channels_last(shape, static_cast<const X*>(x), static_cast<X*>(y), code, begin, end);
@@ -151,7 +131,7 @@ void max_pool2_forward(DType dtype, const PoolShape& shape, const void* x, void*
 
 void max_pool2_backward(DType dtype, const PoolShape& shape, const void* grad, const uint8_t* code, void* dx,
                         int64_t begin, int64_t end) {
-  by_pool_dtype(dtype, [&](auto t) {
+  by_float_dtype(dtype, [&](auto t) {
     using X = decltype(t);
     if (shape.channels_last)
       backward_channels_last(shape, static_cast<const X*>(grad), code, static_cast<X*>(dx), begin, end);
