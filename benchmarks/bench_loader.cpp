@@ -7,8 +7,12 @@
 // ratio = samples/s on / off. Each on Fashion-MNIST (60000×784 float32, as kiln
 // trains on it) and on a CSV-shaped set (100k rows × 20 standardised features, 2
 // classes), the two sides interleaved round by round; samples/s = batch × batches/s.
+// (c) On Fashion-MNIST, augmentation (a flip and a 2-pixel crop, as
+// configs/fashion_convnet.toml) by kiln's one pass against the per-image ATen crops
+// and flips it replaced (the twin below): ratio = twin time / kiln's.
 // The machine's load average is printed: other work moves every figure.
 #include "bench_support.h"
+#include "data/augment.h"
 #include "data/fashion_mnist.h"
 #include "data/loader.h"
 #include "data/prefetch.h"
@@ -20,6 +24,8 @@
 
 #include <fstream>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <thread>
 
 namespace {
@@ -108,6 +114,21 @@ std::function<void()> training_loop(std::shared_ptr<Trainer> trainer, const Batc
   };
 }
 
+// augment()'s map before it moved each batch in one pass (2026-12-05): padding, then
+// per image a narrowed crop, a flip and a copy, four dispatched operations an image.
+at::Tensor crop_flip_per_image(const at::Tensor& images, const at::Tensor& flips,
+                               const at::Tensor& offsets, int64_t p, double fill) {
+  const auto padded = at::constant_pad_nd(images, {p, p, p, p}, fill);
+  auto out = at::empty_like(images, at::MemoryFormat::Contiguous);
+  const auto* f = flips.const_data_ptr<int64_t>();
+  const auto* off = offsets.const_data_ptr<int64_t>();
+  for (int64_t i = 0; i < images.size(0); ++i) {
+    auto crop = padded[i].narrow(1, off[2 * i], images.size(2)).narrow(2, off[2 * i + 1], images.size(3));
+    out[i].copy_(f[i] ? crop.flip({2}) : crop);
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,6 +138,8 @@ int main(int argc, char** argv) {
   options.add_options()
       ("batch-size", "examples per batch", cxxopts::value<int64_t>()->default_value("128"))
       ("steps", "training steps per call in (b)", cxxopts::value<int64_t>()->default_value("25"))
+      ("parts", "which measurements: loader (a), loop (b), augment (c)",
+       cxxopts::value<std::string>()->default_value("loader,loop,augment"))
       ("fashion-root", "Fashion-MNIST's IDX files (random data of its shape without them)",
        cxxopts::value<std::string>()->default_value(kiln::data::kDefaultFashionMnistRoot));
   const auto args = options.parse(argc, argv);
@@ -130,6 +153,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!common) return 0;
+  std::set<std::string> parts;
+  {
+    std::stringstream list(args["parts"].as<std::string>());
+    for (std::string part; std::getline(list, part, ',');) {
+      if (part != "loader" && part != "loop" && part != "augment") {
+        std::fprintf(stderr, "kiln_bench_loader: --parts: expected loader, loop or augment, found '%s'\n",
+                     part.c_str());
+        return 2;
+      }
+      parts.insert(part);
+    }
+  }
   const int64_t batch_size = args["batch-size"].as<int64_t>(), steps = args["steps"].as<int64_t>();
   at::manual_seed(0);
   const std::vector<DataSet> sets = {fashion_mnist(args["fashion-root"].as<std::string>()),
@@ -148,6 +183,30 @@ int main(int argc, char** argv) {
     const auto shape = c10::str(d.name, " ", d.x.size(0), "x", d.x.size(1));
     for (const int threads : common->threads) {
       at::set_num_threads(threads);
+      // (c) augmentation of one batch of images, kiln's against the per-image twin.
+      if (parts.count("augment") && d.x.size(1) == 784) {
+        const auto images = loader.batch(0).x.reshape({batch_size, 1, 28, 28});
+        const int64_t p = 2;
+        const auto flips = at::randint(2, {batch_size}, at::kLong);
+        const auto offsets = at::randint(2 * p + 1, {batch_size, 2}, at::kLong);
+        if (!at::equal(kiln::data::detail::crop_flip(images, flips, offsets, p, -0.8),
+                       crop_flip_per_image(images, flips, offsets, p, -0.8))) {
+          std::fprintf(stderr, "kiln_bench_loader: augment: kiln's batch differs from the twin's\n");
+          return 1;
+        }
+        const kb::Case c{"augment", "flip, crop 2",
+                         [=] { (void)kiln::data::detail::crop_flip(images, flips, offsets, p, -0.8); },
+                         [=] { (void)crop_flip_per_image(images, flips, offsets, p, -0.8); }, 0,
+                         "per-image ATen"};
+        const auto t = kb::measure(c, common->device, common->rounds, common->min_ms);
+        std::printf("%-24s %7d %-30s %10.0f %12.0f %12.0f %9.1f %5.1f-%5.1f\n", shape.c_str(),
+                    threads, "augment / per-image ATen", 1e9 / t.kiln_ns, batch_size / t.kiln_ns * 1e9,
+                    batch_size / t.ref_ns * 1e9, t.ratio, t.ratio_q1, t.ratio_q3);
+        auto row = kb::json_row(c, common->device, "float32", batch_size, threads, t);
+        row["data"] = d.name;
+        out.push_back(row);
+      }
+      if (!parts.count("loader") && !parts.count("loop")) continue;
       // (a) per batch: the loader (worker, depth 2; and no worker) against a step.
       const auto fixed = std::make_shared<Batch>(loader.batch(0));
       auto trainer = std::make_shared<Trainer>(d.x.size(1), d.classes);
@@ -155,7 +214,7 @@ int main(int argc, char** argv) {
       const std::vector<kb::Case> per_batch = {
           {"loader", "depth 2", next_batch(loader, 2), step, 0, "training step"},
           {"loader", "depth 0", next_batch(loader, 0), step, 0, "training step"}};
-      for (const auto& c : per_batch) {
+      for (const auto& c : parts.count("loader") ? per_batch : std::vector<kb::Case>{}) {
         const auto t = kb::measure(c, common->device, common->rounds, common->min_ms);
         std::printf("%-24s %7d %-30s %10.0f %12.0f %12.0f %9.1f %5.1f-%5.1f\n", shape.c_str(),
                     threads, ("loader " + c.pass + " / step").c_str(), 1e9 / t.kiln_ns,
@@ -165,6 +224,7 @@ int main(int argc, char** argv) {
         row["data"] = d.name;
         out.push_back(row);
       }
+      if (!parts.count("loop")) continue;
       // (b) a training loop of `steps` steps, prefetching on against off.
       const kb::Case loop{"train_loop", "depth 2 vs 0", training_loop(trainer, loader, 2, steps),
                           training_loop(trainer, loader, 0, steps), 0, "depth 0"};

@@ -27,4 +27,16 @@ struct ImageAugment {
 /// views of the data set). Example: batch = augment(std::move(batch), ImageAugment({1, 28, 28}).flip(true));
 Batch augment(Batch b, const ImageAugment& options);
 
+namespace detail {
+/// augment()'s map with its draws given: out[i, c, y, x] = images[i, c, y + dy - p,
+/// (flip ? W-1-x : x) + dx - p], `fill` where that is outside the image; images (n, C,
+/// H, W) of any dtype, flips (n) of 0/1, offsets (n, 2) of (dy, dx) in [0, 2p]. One
+/// pass on the CPU (any element size), a gather and a masked fill elsewhere.
+at::Tensor crop_flip(const at::Tensor& images, const at::Tensor& flips, const at::Tensor& offsets,
+                     int64_t p, double fill);
+/// The gather form on any device (crop_flip's path off the CPU; tests run it on the CPU).
+at::Tensor crop_flip_indexed(const at::Tensor& images, const at::Tensor& flips,
+                             const at::Tensor& offsets, int64_t p, double fill);
+}  // namespace detail
+
 }  // namespace kiln::data
