@@ -134,6 +134,9 @@ void for_each_key(C& c, V&& v) {
     "-1 = auto (0 on the CPU, 2 on a GPU)");
   v("train", "data_on_device", c.train.data_on_device,
     "keep the data set on the device (true) or in host memory, each batch copied over (false)");
+  v("train", "flush_denormals", c.train.flush_denormals,
+    "treat float values below 1.2e-38 as 0 in the run's CPU threads (true; each such value slows "
+    "a CPU instruction about a hundredfold) or keep them (false)");
   v("checkpoint", "every", c.checkpoint.every, "steps between checkpoints; 0 = at the end only");
   v("checkpoint", "keep_last", c.checkpoint.keep_last, "checkpoints to keep; 0 = all");
   v("checkpoint", "best", c.checkpoint.best,

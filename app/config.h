@@ -92,6 +92,7 @@ struct Config {
     std::string precision = "fp32";
     int64_t prefetch = -1;
     bool data_on_device = true;
+    bool flush_denormals = true;
   } train;
   struct Checkpoint {
     int64_t every = 0;

@@ -114,6 +114,7 @@ train::RunSpec to_run_spec(const Config& c) {
       .precision(c.train.precision)
       .prefetch(c.train.prefetch)
       .data_on_device(c.train.data_on_device)
+      .flush_denormals(c.train.flush_denormals)
       .clip_norm(c.optim.clip_norm);
   spec.checkpoint.every(c.checkpoint.every)
       .keep_last(c.checkpoint.keep_last)

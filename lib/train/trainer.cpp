@@ -29,6 +29,7 @@
 #include "train/init_from.h"
 #include "train/run_parts.h"
 #include "util/cpus.h"
+#include "util/denormals.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/heap.h"
@@ -714,6 +715,9 @@ void Run::report_memory() {
 }
 
 TrainResult Run::run() {
+  // Denormals flushed on every CPU thread of the run, the loader's worker (started
+  // below, it inherits the mode) included; each thread's mode comes back at the end.
+  const util::FlushDenormals flush(opt_.flush_denormals());
   // The resolved config goes into the run only once the run is known to start
   // (a refused resume leaves the directory as it was).
   if (writes_) write_run_files();

@@ -46,6 +46,9 @@ struct TrainOptions {
   /// memory, each batch gathered on the host and copied over — pinned and
   /// non-blocking on CUDA — for data sets larger than the device (false).
   TORCH_ARG(bool, data_on_device) = true;
+  /// The run's CPU threads treat float denormals (below 1.2e-38) as zero
+  /// (util/denormals.h): true, or keep them, as PyTorch does by default (false).
+  TORCH_ARG(bool, flush_denormals) = true;
   TORCH_ARG(std::string, device) = "cpu";
   /// "fp32", "bf16" or "fp16" (see train/amp.h).
   TORCH_ARG(std::string, precision) = "fp32";

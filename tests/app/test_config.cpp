@@ -96,7 +96,7 @@ TEST_CASE("an unknown key names the file, the key and the valid keys", "[app][co
       parse_config("[train]\nepoch = 3\n", "cfg.toml"), ConfigError,
       Catch::Message("cfg.toml:2:9: unknown key 'epoch' in [train]; valid keys: epochs, "
                      "batch_size, accumulate, eval_batch_size, eval_every, log_every, max_steps, "
-                     "seed, threads, device, precision, prefetch, data_on_device"));
+                     "seed, threads, device, precision, prefetch, data_on_device, flush_denormals"));
   REQUIRE_THROWS_WITH(parse_config("[trian]\nepochs = 3\n", "cfg.toml"),
                       Catch::Contains("unknown section [trian]; valid sections: run, data"));
   auto c = parse_config("", "cfg.toml");

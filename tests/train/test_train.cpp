@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "util/denormals.h"
 #include "util/error.h"
 #include "util/safetensors.h"
 
@@ -428,4 +430,36 @@ TEST_CASE("fp16 train lines carry the loss scale; other precisions have none", "
     }
     REQUIRE(train_lines == 1);  // log_every 5, 5 steps
   }
+}
+
+namespace {
+// Whether each step ran with denormals flushed, on the loop's thread and on the
+// threads of ATen's pool: a product over 2^18 floats that they share (8 grains of
+// 32,768) makes no denormal where each of them flushes.
+struct FlushSeen : kiln::train::TrainObserver {
+  std::vector<bool> main, pool;
+  void on_step(const kiln::train::StepReport&) override {
+    main.push_back(kiln::util::flushes_denormals());
+    const auto made = at::full({1 << 18}, FLT_MIN, at::kFloat).mul(0.25f);  // 2^-128, or 0 flushed
+    pool.push_back(made.ne(0).sum().item<int64_t>() == 0);
+  }
+};
+}  // namespace
+
+// train.flush_denormals: a denormal costs a CPU instruction about a hundred cycles and
+// AdamW's moments of dead units decay into them (util/denormals.h). The run flushes
+// them on all its threads, as configured, and leaves the process's mode as it was.
+TEST_CASE("a run flushes denormals on its threads unless told not to, and restores the mode",
+          "[train][denormals]") {
+  const bool flush = GENERATE(true, false);
+  INFO("flush_denormals " << flush);
+  kiln::test::TempDir dir;
+  auto spec = small_spec(dir / "run");
+  spec.train.max_steps(3).threads(2).flush_denormals(flush);
+  FlushSeen seen;
+  REQUIRE_FALSE(kiln::util::flushes_denormals());
+  REQUIRE(kiln::train::train(spec, seen).steps == 3);
+  REQUIRE(seen.main == std::vector<bool>(3, flush));
+  REQUIRE(seen.pool == std::vector<bool>(3, flush));
+  REQUIRE_FALSE(kiln::util::flushes_denormals());
 }
