@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "data/csv.h"
+#include "data/fashion_mnist.h"
 #include "data/formats.h"
 #include "data/tabular.h"
 #include "util/error.h"
@@ -230,14 +231,16 @@ Data idx_data(const DataOptions& o, const DataSchema* saved) {
     // The model sees (pixel · scale − mean) / std.
     d.schema.transform = {{"scale", 1.0 / 255.0}, {"mean", norm.mean}, {"std", norm.stddev}};
   }
-  const Normalization norm{d.schema.transform.at("mean").get<double>(),
-                           d.schema.transform.at("std").get<double>()};
-  d.train = {normalize_images(train_set.images, norm), train_set.labels};
-  d.test = {normalize_images(test_set.images, norm), test_set.labels};
+  // The pixels stay uint8, (N, H·W); model_inputs() decodes each batch (decode_pixels).
+  const auto flat = [](const at::Tensor& images) { return images.reshape({images.size(0), -1}); };
+  d.train = {flat(train_set.images), train_set.labels};
+  d.test = {flat(test_set.images), test_set.labels};
   return d;
 }
 
 at::Tensor model_inputs(const at::Tensor& x, const DataSchema& schema) {
+  if (x.scalar_type() == at::kByte && schema.transform.contains("scale"))  // idx pixels
+    return decode_pixels(x, {schema.transform.at("mean").get<double>(), schema.transform.at("std").get<double>()});
   if (schema.transform.value("encoding", "") != "one_hot") return x;
   // x: (B, T) token ids → (B, T·V) one-hot.
   return at::one_hot(x, schema.outputs).flatten(1).to(at::kFloat);

@@ -112,9 +112,9 @@ struct DataSchema {
   static DataSchema from_json(const nlohmann::ordered_json& j, const std::string& source);
 };
 
-/// Examples of one split, on the CPU: x (N, input_shape…) float32 (int64 tokens for
-/// text: model_inputs() makes them the model's); y (N) int64 class ids, or
-/// (N, outputs) float32 standardised targets.
+/// Examples of one split, on the CPU: x (N, input_shape…) float32 (idx: (N, H·W) uint8
+/// pixels, int64 tokens for text: model_inputs() makes them the model's); y (N) int64
+/// class ids, or (N, outputs) float32 standardised targets.
 struct Dataset {
   at::Tensor x, y;
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
@@ -135,7 +135,8 @@ struct Data {
 Data load_data(const DataOptions& options, const DataSchema* saved = nullptr);
 
 /// What the model takes for a batch `x` of the data set: x itself (token ids for a
-/// sequence model), or for text the tokens one-hot encoded and flattened,
+/// sequence model), idx pixels decoded, (pixel · scale − mean) / std in float32
+/// (decode_pixels), or for text the tokens one-hot encoded and flattened,
 /// (B, block_size · vocabulary) float32.
 /// Example: auto logits = model.forward(kiln::data::model_inputs(batch.x, schema));
 at::Tensor model_inputs(const at::Tensor& x, const DataSchema& schema);

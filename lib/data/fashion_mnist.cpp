@@ -4,8 +4,11 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <filesystem>
 
@@ -97,6 +100,34 @@ at::Tensor normalize_images(const at::Tensor& images, Normalization norm) {
       .div_(255.0)
       .sub_(norm.mean)
       .div_(norm.stddev);
+}
+
+at::Tensor decode_pixels(const at::Tensor& pixels, Normalization norm) {
+  TORCH_CHECK(pixels.scalar_type() == at::kByte, "decode_pixels: expected uint8 pixels, got ",
+              pixels.scalar_type());
+  if (!pixels.device().is_cpu())  // one pass of each op over the batch (a launch each on CUDA)
+    return normalize_images(pixels.reshape({pixels.numel(), 1}), norm).view(pixels.sizes());
+  // The 256 values normalize_images gives, made by it (so equal to its output bit for
+  // bit) once per normalisation and thread; then one table lookup a pixel.
+  struct Table {
+    double mean = 0.0, stddev = 0.0;
+    std::array<float, 256> value{};
+  };
+  thread_local std::optional<Table> table;
+  if (!table || table->mean != norm.mean || table->stddev != norm.stddev) {
+    const auto all = normalize_images(at::arange(256, at::TensorOptions().dtype(at::kByte)).view({256, 1}), norm);
+    table = Table{norm.mean, norm.stddev, {}};
+    std::memcpy(table->value.data(), all.const_data_ptr<float>(), sizeof(float) * 256);
+  }
+  const auto in = pixels.contiguous();
+  auto out = at::empty(pixels.sizes(), at::TensorOptions().dtype(at::kFloat));
+  const uint8_t* src = in.const_data_ptr<uint8_t>();
+  float* dst = out.mutable_data_ptr<float>();
+  const float* value = table->value.data();
+  at::parallel_for(0, in.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = value[src[i]];
+  });
+  return out;
 }
 
 }  // namespace kiln::data

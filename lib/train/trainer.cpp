@@ -260,11 +260,10 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     if ((s.size() != 2 && s.size() != 3) || data::model_input_size(schema) != c10::multiply_integers(s))
       throw InputError(c10::str("data.augment_flip, data.augment_crop: expected image data, examples "
                                 "of shape (C, H, W) or (H, W), found ", c10::IntArrayRef(s)));
-    // Padding is black: a 0 pixel as the model sees it, (0 · scale − mean) / std.
-    const auto& t = schema.transform;
-    const double fill = t.contains("scale") ? -t["mean"].get<double>() / t["std"].get<double>() : 0.0;
+    // Padding is 0: for idx a black pixel, as the batch is augmented in uint8 before
+    // model_inputs() decodes it (to (0 · scale − mean) / std); for standardised data, the mean.
     augment_.emplace(s.size() == 3 ? s : std::vector<int64_t>{1, s[0], s[1]});
-    augment_->flip(spec.data.augment_flip()).crop_padding(spec.data.augment_crop()).fill(fill).seed(opt_.seed());
+    augment_->flip(spec.data.augment_flip()).crop_padding(spec.data.augment_crop()).fill(0.0).seed(opt_.seed());
   }
   // Data-parallel: each process takes its share of every epoch (BatchLoader::shard),
   // batch_size examples a step (dist.batch = "per_rank"), or batch_size / processes.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/dataset.h"
 #include "data/fashion_mnist.h"
 #include "data/idx.h"
 #include "data/loader.h"
@@ -37,7 +38,9 @@ std::vector<uint8_t> read_raw(const std::string& path) {
 
 TEST_CASE("IDX files round-trip, gzipped and plain", "[data][idx]") {
   kiln::test::TempDir dir;
-  // {700, 28, 28}: 548,800 bytes, so a gzip stream's buffer doubles from 64 KiB four times.
+  // {700, 28, 28}: 548,800 bytes, read from a gzip stream straight into the tensor (it
+  // could hold them: no stream inflates past 1,032 times its size); a stream that
+  // could not (the liar's below) is read into a buffer that grows with what arrives.
   for (const auto& shape :
        std::vector<std::vector<int64_t>>{{17}, {5, 28, 28}, {3, 2, 4, 5}, {700, 28, 28}}) {
     for (const std::string name : {"x.idx", "x.idx.gz"}) {
@@ -214,4 +217,45 @@ TEST_CASE("the loader's batches are the drawn rows, whatever the dtype, row shap
       REQUIRE(seen == std::vector<int64_t>(y.data_ptr<int64_t>(), y.data_ptr<int64_t>() + 57));
     }
   }
+}
+
+// idx data stays uint8 (a quarter of float32's memory, no float copy made at start);
+// each batch is decoded as the model takes it, bit for bit the values the float32 data
+// set held: a table of the 256 values on the CPU, normalize_images' operations elsewhere.
+TEST_CASE("decoded pixels equal normalize_images bit for bit, any shape and layout", "[data][fashion]") {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const auto images = at::randint(0, 256, {37, 9, 13}, gen, at::kByte);
+  for (const kiln::data::Normalization norm : {kiln::data::Normalization{0.2860, 0.3530}, {0.1307, 0.3081}, {0.0, 1.0}}) {
+    INFO(norm.mean << " " << norm.stddev);
+    const auto want = kiln::data::normalize_images(images, norm);  // (37, 117)
+    const auto all = kiln::data::decode_pixels(at::arange(256, at::kByte), norm);
+    REQUIRE(at::equal(all, kiln::data::normalize_images(at::arange(256, at::kByte).view({256, 1, 1}), norm).view(256)));
+    const auto flat = images.reshape({37, -1});
+    REQUIRE(at::equal(kiln::data::decode_pixels(flat, norm), want));
+    const auto cube = kiln::data::decode_pixels(images, norm);  // the shape is kept
+    REQUIRE(cube.sizes() == images.sizes());
+    REQUIRE(at::equal(cube.reshape({37, -1}), want));
+    REQUIRE(at::equal(kiln::data::decode_pixels(images.transpose(1, 2), norm), cube.transpose(1, 2)));
+    const auto meta = kiln::data::decode_pixels(flat.to(at::kMeta), norm);  // ATen's ops off the CPU
+    REQUIRE(meta.sizes() == flat.sizes());
+    REQUIRE(meta.scalar_type() == at::kFloat);
+  }
+  CHECK_THROWS_WITH(kiln::data::decode_pixels(at::zeros({2, 2}), {0.5, 0.5}), Catch::Contains("expected uint8 pixels"));
+}
+
+TEST_CASE("the idx data set keeps uint8 pixels; model_inputs gives the normalised floats", "[data][fashion]") {
+  REQUIRE(std::filesystem::exists(kiln::data::kDefaultFashionMnistRoot));  // scripts/setup installs it
+  const auto d = kiln::data::load_data(kiln::data::DataOptions().train_limit(300).test_limit(50));
+  REQUIRE(d.train.x.scalar_type() == at::kByte);
+  REQUIRE(d.train.x.sizes() == at::IntArrayRef({300, 784}));
+  REQUIRE(d.test.x.sizes() == at::IntArrayRef({50, 784}));
+  const auto raw = kiln::data::load_fashion_mnist(kiln::data::kDefaultFashionMnistRoot, kiln::data::Split::kTrain, 300);
+  REQUIRE(at::equal(d.train.x, raw.images.reshape({300, 784})));
+  const kiln::data::Normalization norm{d.schema.transform["mean"].get<double>(), d.schema.transform["std"].get<double>()};
+  const auto x = kiln::data::model_inputs(d.train.x.narrow(0, 5, 64), d.schema);
+  REQUIRE(at::equal(x, kiln::data::normalize_images(raw.images.narrow(0, 5, 64), norm)));
+  // The model's inputs are centred and scaled as the schema says.
+  const auto all = kiln::data::model_inputs(d.train.x, d.schema).to(at::kDouble);
+  CHECK(all.mean().item<double>() == Approx(0.0).margin(1e-6));
+  CHECK(all.std().item<double>() == Approx(1.0).epsilon(1e-6));
 }
