@@ -1,7 +1,9 @@
 // How this CPU multiplies bfloat16 matrices, read from CPUID: what a bf16 autocast
-// run on it can expect (docs/performance.md measures each kind but AMX's). Kept out of
-// cpu_capability.h, which every vectorised kernel includes.
+// run on it can expect (docs/performance.md measures each kind but AMX's), and whose
+// CPU it is (the float32 products' library follows it). Kept out of cpu_capability.h,
+// which every vectorised kernel includes.
 #pragma once
+#include <string>
 
 namespace kiln::ops {
 
@@ -21,5 +23,10 @@ CpuBf16Matmul cpu_bf16_matmul();
 /// and the AVX-512 kernel build is the one in use (KILN_CPU_CAPABILITY can lower it).
 /// Example: kernel(…, cpu_has_avx512_bf16());
 bool cpu_has_avx512_bf16();
+
+/// The CPU's vendor string, CPUID leaf 0's twelve characters ("GenuineIntel",
+/// "AuthenticAMD", …); empty where there is no CPUID (not x86). Example:
+/// if (cpu_vendor() == "GenuineIntel") …
+std::string cpu_vendor();
 
 }  // namespace kiln::ops

@@ -62,17 +62,26 @@ CpuBf16Matmul cpu_bf16_matmul() {
     const bool avx512_bf16 = (a >> 5) & 1;  // CPUID.(7,1):EAX[5]
     if (amx_bf16) return CpuBf16Matmul::kMatrixUnits;
     if (!avx512_bf16) return CpuBf16Matmul::kEmulated;
-    // The vendor string (CPUID 0: EBX, EDX, ECX) tells the two AVX512-BF16 designs apart.
-    unsigned id[4] = {};
-    __cpuid(0, a, id[0], id[2], id[1]);
-    const bool amd = std::memcmp(id, "AuthenticAMD", 12) == 0;
-    return amd ? CpuBf16Matmul::kAvx512Bf16 : CpuBf16Matmul::kAvx512Bf16OnePort;
+    // The vendor tells the two AVX512-BF16 designs apart.
+    return cpu_vendor() == "AuthenticAMD" ? CpuBf16Matmul::kAvx512Bf16
+                                          : CpuBf16Matmul::kAvx512Bf16OnePort;
   }();
   return kind;
 #elif defined(__aarch64__)
   return CpuBf16Matmul::kMatrixUnits;  // ARMv8.6 BF16 is common there; no warning without a reliable probe
 #else
   return CpuBf16Matmul::kEmulated;
+#endif
+}
+
+std::string cpu_vendor() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, id[4] = {};
+  if (__get_cpuid_max(0, nullptr) == 0) return {};
+  __cpuid(0, a, id[0], id[2], id[1]);  // EBX, EDX, ECX: the string's three parts in order
+  return std::string(reinterpret_cast<const char*>(id), 12);
+#else
+  return {};
 #endif
 }
 

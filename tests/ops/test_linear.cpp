@@ -11,6 +11,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "ops/cpu_bf16.h"
 #include "ops/linear/linear_onednn.h"
 #include "ops/ops.h"
 #include "support.h"
@@ -62,11 +63,14 @@ bool gelu_built() {
   return op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
 }
 
-// KILN_CPU_LINEAR=blas: every product on at::addmm / at::mm, none on oneDNN.
-bool blas_forced() {
+// KILN_CPU_LINEAR=blas: every product on at::addmm / at::mm, none on oneDNN; =onednn:
+// every float32 one on oneDNN (ctest runs the [linear] cases under both too).
+bool linear_policy_is(std::string_view value) {
   const char* env = std::getenv("KILN_CPU_LINEAR");
-  return env != nullptr && std::string(env) == "blas";
+  return env != nullptr && std::string_view(env) == value;
 }
+bool blas_forced() { return linear_policy_is("blas"); }
+bool onednn_forced() { return linear_policy_is("onednn"); }
 
 // t with a stride of 2 in its last dimension (t[..., ::2] of a tensor twice as wide):
 // the same values, not contiguous.
@@ -150,10 +154,29 @@ TEST_CASE("linear_backward is (grad·w, gradᵀ·x, grad.sum(0))", "[ops][linear
   }
 }
 
+TEST_CASE("float32 products go to oneDNN by default on every CPU but Intel's", "[ops][linear]") {
+  // MKL runs its own tuned kernels only on Intel's CPUs (a generic path on AMD's, which
+  // oneDNN beat by 14-27 % on a Zen 4; on an Intel Xeon MKL beat oneDNN).
+  using kiln::ops::linear_float32_onednn_by_default;
+  CHECK_FALSE(linear_float32_onednn_by_default("GenuineIntel"));
+  CHECK(linear_float32_onednn_by_default("AuthenticAMD"));
+  CHECK(linear_float32_onednn_by_default("HygonGenuine"));
+  CHECK(linear_float32_onednn_by_default(""));  // no CPUID: not x86
+  const auto vendor = kiln::ops::cpu_vendor();
+#if defined(__x86_64__)
+  CHECK(vendor.size() == 12);
+  __builtin_cpu_init();
+  CHECK((vendor == "GenuineIntel") == static_cast<bool>(__builtin_cpu_is("intel")));
+  CHECK((vendor == "AuthenticAMD") == static_cast<bool>(__builtin_cpu_is("amd")));
+#else
+  CHECK(vendor.empty());
+#endif
+}
+
 TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches float64", "[ops][linear]") {
-  // 128·300·257 multiply-adds ≥ 2^23: forward and dx through mkldnn::_linear_pointwise
-  // where libtorch has it (KILN_CPU_LINEAR unset), dw through oneDNN's matmul where it
-  // is usable on this CPU; odd sizes and a transposed x (made contiguous by the inner
+  // 128·300·257 multiply-adds ≥ 2^23: where float32 goes to oneDNN (the case above, or
+  // KILN_CPU_LINEAR=onednn), forward and dx through mkldnn::_linear_pointwise where
+  // libtorch has it, dw through oneDNN's matmul where it is usable on this CPU; odd sizes and a transposed x (made contiguous by the inner
   // product, taken as it is by the matmul).
   static thread_local int inner = 0, matmul = 0, blas = 0;
   const auto handle = at::addThreadLocalCallback(
@@ -166,21 +189,28 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
       }).needsInputs(false));
   const bool has_op =
       c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value();
-  const bool expect_inner = has_op && !blas_forced();
-  const bool expect_matmul = kiln::ops::linear_onednn_matmul_available();
-  if (blas_forced()) CHECK_FALSE(expect_matmul);
+  // float32 goes to oneDNN by default except on Intel's CPUs (MKL's own kernels there).
+  const bool float32_onednn =
+      onednn_forced() ||
+      (!blas_forced() && kiln::ops::linear_float32_onednn_by_default(kiln::ops::cpu_vendor()));
+  REQUIRE(kiln::ops::linear_float32_onednn() == float32_onednn);
+  const bool expect_inner = has_op && float32_onednn;
+  const bool matmul_usable = kiln::ops::linear_onednn_matmul_available();
+  const bool expect_matmul = matmul_usable && float32_onednn;
+  if (blas_forced()) CHECK_FALSE(matmul_usable);
 #if defined(__x86_64__)
   // libtorch's matmul accepts float32 on CPUs with AVX-512 BW, VL and DQ: there the
   // path must be found (torch 2.11 to 2.14 have it), not silently dropped.
   if (!blas_forced() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq"))
-    CHECK(expect_matmul);
+    CHECK(matmul_usable);
 #endif
   // Layouts: x plain, x transposed with b a slice with a step (b[::2]), and x, w and
   // b all such slices (oneDNN's inner product reads a stepped bias as if it were dense
   // when x and w are plain or transposed, unless it is copied).
   for (const int layout : {0, 1, 2}) {
-    INFO("x layout " << layout << " (plain, transposed, stepped), oneDNN matmul usable " << expect_matmul);
+    INFO("x layout " << layout << " (plain, transposed, stepped), float32 on oneDNN " << float32_onednn
+                     << ", its matmul usable " << matmul_usable);
     const auto in = sample({128, 300, 257}, at::kFloat);
     const auto x0 = layout == 1 ? in.x.t().contiguous().t() : layout == 2 ? stepped(in.x) : in.x.clone();
     const auto x = x0.detach().requires_grad_(true);

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "../cpu_bf16.h"
 #include "../gelu/gelu_kernel.h"
 #include "../op_support.h"
 #include "util/env_switch.h"
@@ -78,12 +79,21 @@ CpuLinear cpu_linear_policy() {
   return policy;
 }
 
+// Whether float32 products past their thresholds go to oneDNN (linear_onednn.h).
+bool float32_onednn() {
+  static const bool on =
+      cpu_linear_policy() == CpuLinear::kOnednn ||
+      (cpu_linear_policy() == CpuLinear::kAuto && linear_float32_onednn_by_default(cpu_vendor()));
+  return on;
+}
+
 // oneDNN's float32 inner product, mkldnn::_linear_pointwise: libtorch's own op (what
 // torch.compile's CPU fusions call), found through the dispatcher so that a libtorch
 // without it (built without oneDNN, or with another schema) keeps at::addmm. On the
 // Zen 4 EPYC it was 14-27 % faster than at::addmm/at::mm (MKL) for the default
 // MLP's and the GPT's layers and 26 % for 2048³, and ~20 µs slower a call for the
-// smallest (128×256→10): docs/performance.md.
+// smallest (128×256→10); on an Intel Xeon, where MKL runs its own AVX-512 kernels,
+// 4-7 % slower, so float32 stays on MKL there (float32_onednn): docs/performance.md.
 const std::optional<c10::OperatorHandle>& onednn_linear_op() {
   static const std::optional<c10::OperatorHandle> op = []() -> std::optional<c10::OperatorHandle> {
     if (cpu_linear_policy() == CpuLinear::kBlas) return std::nullopt;
@@ -95,13 +105,13 @@ const std::optional<c10::OperatorHandle>& onednn_linear_op() {
 }
 
 // Whether a float32 CPU product of a·b·c multiply-adds (t one of its operands) goes to
-// a oneDNN path: when available() (asked only then: it may set the path up) and
-// either KILN_CPU_LINEAR=onednn or the product is at least 2^log2_min, the size
-// from which that path's per-call cost pays.
+// a oneDNN path: when float32 products go there at all (float32_onednn), available()
+// (asked only then: it may set the path up) and either KILN_CPU_LINEAR=onednn or the
+// product is at least 2^log2_min, the size from which that path's per-call cost pays.
 template <class Available>
 bool onednn_pays_from(const at::Tensor& t, Available available, int64_t a, int64_t b, int64_t c,
                       int log2_min) {
-  if (!t.is_cpu() || t.scalar_type() != at::kFloat || !available()) return false;
+  if (!t.is_cpu() || t.scalar_type() != at::kFloat || !float32_onednn() || !available()) return false;
   if (a == 0 || b == 0 || c == 0) return false;
   return cpu_linear_policy() == CpuLinear::kOnednn ||
          static_cast<double>(a) * static_cast<double>(b) * static_cast<double>(c) >=
@@ -267,4 +277,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_aten(const at::Tensor& g
 
 namespace kiln::ops {
 bool linear_onednn_matmul_available() { return linear::onednn_matmul_fn() != nullptr; }
+bool linear_float32_onednn_by_default(std::string_view vendor) { return vendor != "GenuineIntel"; }
+bool linear_float32_onednn() { return linear::float32_onednn(); }
 }  // namespace kiln::ops

@@ -1,11 +1,25 @@
 // Which of libtorch's oneDNN paths kiln::linear can use on this CPU (linear_aten.cpp).
 #pragma once
+#include <string_view>
 
 namespace kiln::ops {
 
-/// Whether float32 weight gradients on the CPU go through oneDNN's matmul when large
-/// enough: libtorch has it and it passed its check on this CPU (false with
-/// KILN_CPU_LINEAR=blas). Example: if (linear_onednn_matmul_available()) …
+/// Whether KILN_CPU_LINEAR=auto sends large float32 products to oneDNN on a CPU whose
+/// vendor string (cpu_vendor()) is `vendor`: everywhere but on Intel's, where MKL runs
+/// its own tuned kernels and beat oneDNN in the training step (on AMD's it runs a
+/// generic path that oneDNN beats; docs/performance.md).
+/// Example: linear_float32_onednn_by_default("AuthenticAMD") is true.
+bool linear_float32_onednn_by_default(std::string_view vendor);
+
+/// Whether this process sends large float32 CPU products to oneDNN: KILN_CPU_LINEAR=auto
+/// where linear_float32_onednn_by_default(cpu_vendor()), or =onednn; each path also
+/// needs libtorch to have it. Example: if (linear_float32_onednn()) …
+bool linear_float32_onednn();
+
+/// Whether libtorch's oneDNN matmul is usable here: libtorch has it and it passed its
+/// check on this CPU (false with KILN_CPU_LINEAR=blas). Large float32 weight gradients
+/// go through it where linear_float32_onednn() too; it also gates oneDNN's bf16 path.
+/// Example: if (linear_onednn_matmul_available()) …
 bool linear_onednn_matmul_available();
 
 }  // namespace kiln::ops
