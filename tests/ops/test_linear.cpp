@@ -244,6 +244,64 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
   at::removeCallback(handle);
 }
 
+TEST_CASE("a float32 product of 16 to 48 rows on BLAS runs transposed and matches float64",
+          "[ops][linear]") {
+  // zᵀ = w·xᵀ in one at::mm, then z = its transpose (+ b) in one pass, where MKL's
+  // x·wᵀ with that few rows is slow; 8 and 64 rows keep at::addmm / at::mm. 300·257
+  // columns stay under oneDNN's threshold at every row count here, so BLAS runs on any
+  // CPU; KILN_CPU_LINEAR_TRANSPOSED=off keeps the direct form.
+  static thread_local int mm = 0, addmm = 0, add = 0, copy = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string_view name = fn.name();
+        if (name == "aten::mm") ++mm;
+        if (name == "aten::addmm") ++addmm;
+        if (name == "aten::add") ++add;
+        if (name == "aten::copy_") ++copy;
+        return nullptr;
+      }).needsInputs(false));
+  const bool off = [] {
+    const char* env = std::getenv("KILN_CPU_LINEAR_TRANSPOSED");
+    return env != nullptr && std::string_view(env) == "off";
+  }();
+  const bool has_op =
+      c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value();
+  for (const int64_t rows : {8, 16, 32, 48, 64}) {
+    // oneDNN takes the product where float32 goes there and it is large enough (64 rows)
+    const bool on_onednn = has_op && kiln::ops::linear_float32_onednn() &&
+                           (onednn_forced() || rows * 300 * 257 >= (int64_t{1} << 22));
+    for (const int layout : {0, 1}) {  // plain; x transposed, w and b stepped
+      for (const bool bias : {true, false}) {
+        const bool transposed = !off && !on_onednn && rows >= 16 && rows <= 48;
+        INFO("rows " << rows << ", layout " << layout << ", bias " << bias << ", transposed " << transposed);
+        const auto in = sample({rows, 300, 257}, at::kFloat);
+        const auto x = layout == 1 ? in.x.t().contiguous().t() : in.x;
+        const auto w = layout == 1 ? stepped(in.w) : in.w;
+        const auto b = bias ? (layout == 1 ? stepped(in.b) : in.b) : at::Tensor();
+        mm = addmm = add = copy = 0;
+        const auto y = kiln::ops::linear(x, w, opt(b));
+        REQUIRE(y.is_contiguous());
+        if (transposed) {
+          CHECK(mm == 1);
+          CHECK(addmm == 0);
+          CHECK(add == (bias ? 1 : 0));  // without a bias a copy (ATen's mm may copy a stepped w too)
+          if (!bias) CHECK(copy >= 1);
+        } else {
+          CHECK(addmm + mm == (on_onednn ? 0 : 1));
+          CHECK(add == 0);
+        }
+        const auto tol = tolerance(at::kFloat, 300);
+        KILN_REQUIRE_CLOSE(y, reference(in.x, in.w, b.defined() ? in.b : at::Tensor()), tol.rtol, tol.atol);
+        if (gelu_built())
+          KILN_REQUIRE_CLOSE(kiln::ops::linear_gelu(x, w, opt(b)),
+                             at::gelu(reference(in.x, in.w, b.defined() ? in.b : at::Tensor()), "tanh"),
+                             tol.rtol, tol.atol);
+      }
+    }
+  }
+  at::removeCallback(handle);
+}
+
 TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product and matches float64",
           "[ops][linear]") {
   // The bias goes into the inner product's accumulator instead of at::addmm's copy of

@@ -6,6 +6,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
@@ -211,18 +212,37 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& wt, const std::o
   return std::move(stack[0]).toTensor();
 }
 
+// Whether a float32 CPU product x·wᵀ on the BLAS (MKL) path is computed transposed,
+// zᵀ = w·xᵀ into an (N, B) buffer, and then moved into z with the bias added: for
+// 16 to 48 rows. MKL's x·wᵀ with that few rows splits them between the threads and
+// runs far below its speed for the same product laid out with w's N rows as the
+// matrix's rows: on the 2-core Intel Xeon (two threads / one) at 32 rows 784→512 took
+// 103 against 126 µs (175 against 208), 512→256 40 against 60 (62 against 78),
+// 1024→1024 261 against 405 (499 against 793), the extra pass included; at 8 and 64
+// rows the direct form was as fast or faster (docs/performance.md).
+// KILN_CPU_LINEAR_TRANSPOSED=off keeps the direct form (a temporary A/B switch).
+bool transposed_product_pays(const at::Tensor& x, int64_t rows) {
+  static const bool off = util::env_switch("KILN_CPU_LINEAR_TRANSPOSED", {"auto", "off"}) == 1;
+  return !off && x.is_cpu() && x.scalar_type() == at::kFloat && rows >= 16 && rows <= 48;
+}
+
 }  // namespace
 
 // z: (B, N) = x: (B, K) · wᵀ: (K, N) + b: (N) broadcast over rows. On the CPU in
 // float32, and in bfloat16 with a bias, oneDNN's inner product where it pays (above);
 // else the library's GEMM writes in place into an output on huge pages when it is
-// large (cpu_memory.h).
+// large (cpu_memory.h), transposed first for 16 to 48 rows in float32 (above).
 at::Tensor forward_aten(const at::Tensor& x, const at::Tensor& w,
                         const std::optional<at::Tensor>& b) {
   if (onednn_pays(x, x.size(0), x.size(1), w.size(0)) || onednn_bf16_pays(x, w, b))
     return onednn_linear(x, w, b);
   auto z = at::empty({x.size(0), w.size(0)}, x.options());
   advise_huge_pages(z);
+  if (transposed_product_pays(x, x.size(0))) {
+    auto zt = at::mm(w, x.t());  // (N, B)
+    if (b && b->defined()) return at::add_out(z, zt.t(), *b);
+    return z.copy_(zt.t());
+  }
   if (b && b->defined()) return at::addmm_out(z, *b, x, w.t());
   return at::mm_out(z, x, w.t());
 }
