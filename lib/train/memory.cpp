@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -87,7 +88,14 @@ ModelMemory model_memory(const torch::optim::Optimizer& optimizer) {
   return m;
 }
 
+namespace {
+std::atomic<int64_t> probes_made{0};
+}  // namespace
+
+int64_t ActivationProbe::made() { return probes_made.load(); }
+
 ActivationProbe::ActivationProbe(c10::Device device) : device_(device) {
+  ++probes_made;
   if (device_.is_cuda()) {
     const int index = device_.has_index() ? device_.index() : 0;
     reset_cuda_peak_memory(index);

@@ -68,6 +68,10 @@ ModelMemory model_memory(const torch::optim::Optimizer& optimizer);
 /// Example: ActivationProbe probe(device); auto loss = f(x); probe.forward_done(); loss.backward(); probe.bytes();
 class ActivationProbe {
  public:
+  /// How many probes this process has made (the training loop makes one a measured
+  /// step and micro-batch; tests count them).
+  static int64_t made();
+
   explicit ActivationProbe(c10::Device device);
   void forward_done();
   /// Peak bytes above the start; on CPU, forward_done() must have been called.

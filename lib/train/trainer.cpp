@@ -138,6 +138,16 @@ class Run {
 
  private:
   void step(const data::Batch& batch);
+  // Whether step n measures its activations (ActivationProbe: on the CPU two readings
+  // of glibc's mallinfo2, each a walk over the heap's bins that also merges its fast
+  // bins; 0.3-1.4 % of the default MLP's samples/s at batch 32 when every step did):
+  // a step whose memory report can follow it (every memory.report_every-th, the run's
+  // planned last) and the first this process trains, so that a report after an early
+  // stop has a figure.
+  bool measures_activations(int64_t n) const {
+    const int64_t every = spec_.memory.report_every();
+    return n == result_.resumed_from + 1 || n == total_steps_ || (every > 0 && n % every == 0);
+  }
   void evaluate_now();
   bool checkpoint_due() const {
     return spec_.checkpoint.every() > 0 && pos_.step % spec_.checkpoint.every() == 0;
@@ -428,9 +438,12 @@ void Run::step(const data::Batch& batch) {
   const auto xs = batch.x.split(micro), ys = batch.y.split(micro);
   at::Tensor loss;  // Σ weight · part in float64 on the device: read on log steps only
   const bool traced = profiler_->recording();  // the loop's phases as the trace's user scopes
-  activation_peak_ = 0;  // this step's: the memory report shows the last step's, not the first's one-time costs
+  // The last measured step's: the memory report shows it, not the first's one-time costs
+  const bool measured = measures_activations(pos_.step + 1);
+  if (measured) activation_peak_ = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
-    ActivationProbe probe(device_);
+    std::optional<ActivationProbe> probe;
+    if (measured) probe.emplace(device_);
     at::Tensor part;
     // Data-parallel: the last micro-batch's backward all-reduces the gradients the
     // earlier ones accumulated (DDP's no_sync before it).
@@ -441,7 +454,7 @@ void Run::step(const data::Batch& batch) {
       AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
       part = training_loss(model_.forward(data::model_inputs(xs[i], data_.schema)), ys[i], data_.schema);
     }
-    probe.forward_done();
+    if (probe) probe->forward_done();
     const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
     {
       PhaseScope phase(traced, "backward");
@@ -454,7 +467,7 @@ void Run::step(const data::Batch& batch) {
         backward_seed_ = at::ones(scaled.sizes(), scaled.options());  // fp16's scaled loss is (1)
       scaled.backward(backward_seed_);
     }
-    activation_peak_ = std::max(activation_peak_, probe.bytes());
+    if (probe) activation_peak_ = std::max(activation_peak_, probe->bytes());
     const auto value = part.detach();
     if (xs.size() == 1 && !group_)
       loss = value;  // the one part: its copy into step_values_ widens it, no cast of its own

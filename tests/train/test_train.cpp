@@ -17,6 +17,7 @@
 #include "optim/adamw.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/memory.h"
 #include "train/trainer.h"
 #include "util/denormals.h"
 #include "util/error.h"
@@ -213,6 +214,33 @@ struct StopAt : kiln::train::TrainObserver {
   int stop_requested() override { return seen >= at ? SIGTERM : 0; }
 };
 }  // namespace
+
+TEST_CASE("a run measures its activations only on steps a memory report can show", "[train][memory]") {
+  // Each measurement reads glibc's heap statistics twice (a walk over its bins that
+  // also merges them): the first step of the process's run, every
+  // memory.report_every-th and the planned last; a report after an early stop shows
+  // the last measured step's.
+  struct Case {
+    int64_t every, stop_at, probes, reports;
+  };
+  for (const auto& c : {Case{0, 0, 2, 1}, Case{10, 0, 5, 4}, Case{1, 0, 40, 40}, Case{0, 5, 1, 1}}) {
+    INFO("report_every " << c.every << ", stop after " << c.stop_at);
+    kiln::test::TempDir dir;
+    auto spec = small_spec(dir / "run");  // 40 steps
+    spec.memory.report_every(c.every);
+    const int64_t before = kiln::train::ActivationProbe::made();
+    std::unique_ptr<kiln::train::TrainObserver> observer;
+    if (c.stop_at > 0) observer = std::make_unique<StopAt>(c.stop_at);
+    else observer = std::make_unique<kiln::train::TrainObserver>();
+    const auto r = kiln::train::train(spec, *observer);
+    REQUIRE(r.steps == (c.stop_at > 0 ? c.stop_at : 40));
+    CHECK(kiln::train::ActivationProbe::made() - before == c.probes);
+    const auto lines = read_json_lines(dir / "run/memory.jsonl");
+    REQUIRE(static_cast<int64_t>(lines.size()) == c.reports);
+    for (const auto& line : lines) CHECK(line["activation_peak_bytes"].get<int64_t>() > 0);
+  }
+}
+
 
 TEST_CASE("the observer's stop request ends the run after the step with a checkpoint",
           "[train][resume]") {
