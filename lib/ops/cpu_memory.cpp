@@ -8,6 +8,7 @@
 // turns on (util/heap.h); with it off (THP_MEM_ALLOC_ENABLE=0), kiln still applies it
 // to the outputs of its own ops.
 #include "ops/cpu_memory.h"
+#include "ops/cpu_bf16.h"
 
 #include "util/env_switch.h"
 #include "util/heap.h"
@@ -85,12 +86,22 @@ int64_t llc_bytes() {
   return bytes;
 }
 
+int64_t streaming_threshold_for(std::string_view vendor, int64_t llc) {
+  constexpr int64_t kIntelCap = int64_t{128} << 20;
+  return vendor == "GenuineIntel" ? std::min(llc, kIntelCap) : llc;
+}
+
+int64_t streaming_threshold_bytes() {
+  static const int64_t bytes = streaming_threshold_for(cpu_vendor(), llc_bytes());
+  return bytes;
+}
+
 Stores streaming_stores(int64_t bytes) {
   static const auto policy =
       static_cast<StreamingPolicy>(util::env_switch("KILN_STREAMING_STORES", {"auto", "off", "on"}));
   if (policy == StreamingPolicy::kOn) return Stores::kStreaming;
   if (policy == StreamingPolicy::kOff) return Stores::kCached;
-  return bytes >= llc_bytes() ? Stores::kStreaming : Stores::kCached;
+  return bytes >= streaming_threshold_bytes() ? Stores::kStreaming : Stores::kCached;
 }
 
 }  // namespace kiln::ops

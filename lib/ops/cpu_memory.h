@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string_view>
 
 #include "kernel_types.h"
 
@@ -17,7 +18,7 @@ namespace kiln::ops {
 void advise_huge_pages(const at::Tensor& t);
 
 /// The stores for a CPU op that reads and writes `bytes` in all: kStreaming when
-/// that is at least the last-level cache (llc_bytes()), where the output would be
+/// that is at least streaming_threshold_bytes(), where the output would be
 /// evicted before the next op reads it anyway, so writing it past the cache saves
 /// reading the destination first and keeps the inputs' lines; kCached below, where
 /// the next op finds the output in cache. KILN_STREAMING_STORES=off|on|auto (auto,
@@ -27,5 +28,19 @@ Stores streaming_stores(int64_t bytes);
 /// The size of the largest CPU cache the first core sees (Linux sysfs; the C
 /// library's figure, else 32 MiB, where sysfs has none).
 int64_t llc_bytes();
+
+/// The bytes an op moves from which it streams its output (streaming_stores): the
+/// last-level cache, and on Intel's CPUs at most 128 MiB. A VM on an Intel server sees
+/// the whole server's L3 (260 MiB on the 2-core Xeon guest) and shares it with the
+/// other guests. There, at 2^24 floats (relu moving 128 MiB), streaming stores made
+/// relu's forward 4.15-4.22 against 5.06-5.33 ms (1 thread) and 1.92-2.06 against
+/// 2.44-2.74 ms (2), and a relu whose output a second relu reads (kiln_bench_ops'
+/// `relu fwd2`) no slower (12.0-12.2 against 14.0 ms; 5.5-6.0 against 5.5-6.0); at
+/// 2^23 that pair was 2-9 % slower streamed, the L3 still holding the output for its
+/// reader (docs/performance.md). On the Zen 4 EPYC the threshold is its 32 MiB L3.
+/// Example: streaming_threshold_for("GenuineIntel", 260 << 20) is 128 MiB.
+int64_t streaming_threshold_for(std::string_view vendor, int64_t llc);
+/// streaming_threshold_for this CPU (cpu_vendor(), llc_bytes()), once per process.
+int64_t streaming_threshold_bytes();
 
 }  // namespace kiln::ops

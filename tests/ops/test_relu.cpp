@@ -20,9 +20,9 @@ const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf,
 
 // Sizes around the vector widths and the parallel grain, an empty one, one past
 // every L2 in every dtype with a ragged end, and one whose forward moves at least
-// the last-level cache's bytes in float32 (streaming stores, cpu_memory.h).
+// the streaming threshold's bytes in float32 (streaming stores, cpu_memory.h).
 const std::vector<int64_t> kSizes = {0, 1, 7, 16, 33, 1000, 70001, (1 << 21) + 37,
-                                     kiln::ops::llc_bytes() / 8 + 37};
+                                     kiln::ops::streaming_threshold_bytes() / 8 + 37};
 
 at::Tensor sample(int64_t n, at::ScalarType dtype) {
   auto x = at::randn({n}, at::TensorOptions().dtype(at::kFloat));
@@ -98,16 +98,26 @@ TEST_CASE("the backward kernels of every CPU capability agree with either stores
   }
 }
 
-TEST_CASE("an op streams its output when it moves at least the last-level cache",
+TEST_CASE("an op streams its output when it moves at least the streaming threshold",
           "[ops][relu]") {
   using kiln::ops::Stores;
   using kiln::ops::streaming_stores;
-  const int64_t llc = kiln::ops::llc_bytes();
+  using kiln::ops::streaming_threshold_for;
+  const int64_t llc = kiln::ops::llc_bytes(), threshold = kiln::ops::streaming_threshold_bytes();
   REQUIRE(llc > 0);
+  REQUIRE((threshold > 0 && threshold <= llc));
+  // The last-level cache, but on Intel's CPUs at most 128 MiB (a guest sees the
+  // server's whole L3 and shares it).
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  CHECK(streaming_threshold_for("GenuineIntel", 260 * kMiB) == 128 * kMiB);
+  CHECK(streaming_threshold_for("GenuineIntel", 30 * kMiB) == 30 * kMiB);
+  CHECK(streaming_threshold_for("AuthenticAMD", 256 * kMiB) == 256 * kMiB);
+  CHECK(streaming_threshold_for("AuthenticAMD", 32 * kMiB) == 32 * kMiB);
+  CHECK(streaming_threshold_for("", 32 * kMiB) == 32 * kMiB);
   const char* env = std::getenv("KILN_STREAMING_STORES");
   if (env == nullptr || std::string(env) == "auto") {
-    CHECK(streaming_stores(llc) == Stores::kStreaming);
-    CHECK(streaming_stores(llc - 1) == Stores::kCached);
+    CHECK(streaming_stores(threshold) == Stores::kStreaming);
+    CHECK(streaming_stores(threshold - 1) == Stores::kCached);
     CHECK(streaming_stores(0) == Stores::kCached);
   }
 }
