@@ -247,9 +247,10 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
 TEST_CASE("a float32 product of 16 to 48 rows on BLAS runs transposed and matches float64",
           "[ops][linear]") {
   // zᵀ = w·xᵀ in one at::mm, then z = its transpose (+ b) in one pass, where MKL's
-  // x·wᵀ with that few rows is slow; 8 and 64 rows keep at::addmm / at::mm. 300·257
-  // columns stay under oneDNN's threshold at every row count here, so BLAS runs on any
-  // CPU; KILN_CPU_LINEAR_TRANSPOSED=off keeps the direct form.
+  // x·wᵀ with that few rows is slow and MKL is float32's library; 8 and 64 rows keep
+  // at::addmm / at::mm, and so does every row count where float32 goes to oneDNN
+  // (products under its threshold included). KILN_CPU_LINEAR_TRANSPOSED=off keeps the
+  // direct form.
   static thread_local int mm = 0, addmm = 0, add = 0, copy = 0;
   const auto handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
@@ -272,7 +273,8 @@ TEST_CASE("a float32 product of 16 to 48 rows on BLAS runs transposed and matche
                            (onednn_forced() || rows * 300 * 257 >= (int64_t{1} << 22));
     for (const int layout : {0, 1}) {  // plain; x transposed, w and b stepped
       for (const bool bias : {true, false}) {
-        const bool transposed = !off && !on_onednn && rows >= 16 && rows <= 48;
+        // only where MKL is float32's library (Intel's CPUs, or KILN_CPU_LINEAR=blas)
+        const bool transposed = !off && !kiln::ops::linear_float32_onednn() && rows >= 16 && rows <= 48;
         INFO("rows " << rows << ", layout " << layout << ", bias " << bias << ", transposed " << transposed);
         const auto in = sample({rows, 300, 257}, at::kFloat);
         const auto x = layout == 1 ? in.x.t().contiguous().t() : in.x;

@@ -219,11 +219,14 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& wt, const std::o
 // matrix's rows: on the 2-core Intel Xeon (two threads / one) at 32 rows 784→512 took
 // 103 against 126 µs (175 against 208), 512→256 40 against 60 (62 against 78),
 // 1024→1024 261 against 405 (499 against 793), the extra pass included; at 8 and 64
-// rows the direct form was as fast or faster (docs/performance.md).
-// KILN_CPU_LINEAR_TRANSPOSED=off keeps the direct form (a temporary A/B switch).
+// rows the direct form was as fast or faster (docs/performance.md). Only where MKL is
+// float32's library (not float32_onednn(): Intel's CPUs, or KILN_CPU_LINEAR=blas); on
+// AMD's its small products keep the direct form, unmeasured there.
+// KILN_CPU_LINEAR_TRANSPOSED=off keeps the direct form everywhere (for A/B runs).
 bool transposed_product_pays(const at::Tensor& x, int64_t rows) {
   static const bool off = util::env_switch("KILN_CPU_LINEAR_TRANSPOSED", {"auto", "off"}) == 1;
-  return !off && x.is_cpu() && x.scalar_type() == at::kFloat && rows >= 16 && rows <= 48;
+  return !off && x.is_cpu() && x.scalar_type() == at::kFloat && rows >= 16 && rows <= 48 &&
+         !float32_onednn();
 }
 
 }  // namespace
