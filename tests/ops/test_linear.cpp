@@ -65,9 +65,15 @@ bool gelu_built() {
 
 // KILN_CPU_LINEAR=blas: every product on at::addmm / at::mm, none on oneDNN; =onednn:
 // every float32 one on oneDNN (ctest runs the [linear] cases under both too).
-bool linear_policy_is(std::string_view value) {
-  const char* env = std::getenv("KILN_CPU_LINEAR");
+bool env_is(const char* name, std::string_view value) {
+  const char* env = std::getenv(name);
   return env != nullptr && std::string_view(env) == value;
+}
+bool linear_policy_is(std::string_view value) { return env_is("KILN_CPU_LINEAR", value); }
+
+// Whether libtorch has oneDNN's inner product (mkldnn::_linear_pointwise).
+bool has_inner_product() {
+  return c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value();
 }
 bool blas_forced() { return linear_policy_is("blas"); }
 bool onednn_forced() { return linear_policy_is("onednn"); }
@@ -187,8 +193,7 @@ TEST_CASE("a float32 linear past oneDNN's thresholds runs there and matches floa
         if (name.starts_with("aten::mm") || name.starts_with("aten::addmm")) ++blas;
         return nullptr;
       }).needsInputs(false));
-  const bool has_op =
-      c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value();
+  const bool has_op = has_inner_product();
   // float32 goes to oneDNN by default except on Intel's CPUs (MKL's own kernels there).
   const bool float32_onednn =
       onednn_forced() ||
@@ -261,20 +266,16 @@ TEST_CASE("a float32 product of 16 to 48 rows on BLAS runs transposed and matche
         if (name == "aten::copy_") ++copy;
         return nullptr;
       }).needsInputs(false));
-  const bool off = [] {
-    const char* env = std::getenv("KILN_CPU_LINEAR_TRANSPOSED");
-    return env != nullptr && std::string_view(env) == "off";
-  }();
-  const bool has_op =
-      c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value();
+  const bool off = env_is("KILN_CPU_LINEAR_TRANSPOSED", "off");
+  const bool has_op = has_inner_product();
   for (const int64_t rows : {8, 16, 32, 48, 64}) {
     // oneDNN takes the product where float32 goes there and it is large enough (64 rows)
     const bool on_onednn = has_op && kiln::ops::linear_float32_onednn() &&
                            (onednn_forced() || rows * 300 * 257 >= (int64_t{1} << 22));
+    // only where MKL is float32's library (Intel's CPUs, or KILN_CPU_LINEAR=blas)
+    const bool transposed = !off && !kiln::ops::linear_float32_onednn() && rows >= 16 && rows <= 48;
     for (const int layout : {0, 1}) {  // plain; x transposed, w and b stepped
       for (const bool bias : {true, false}) {
-        // only where MKL is float32's library (Intel's CPUs, or KILN_CPU_LINEAR=blas)
-        const bool transposed = !off && !kiln::ops::linear_float32_onednn() && rows >= 16 && rows <= 48;
         INFO("rows " << rows << ", layout " << layout << ", bias " << bias << ", transposed " << transposed);
         const auto in = sample({rows, 300, 257}, at::kFloat);
         const auto x = layout == 1 ? in.x.t().contiguous().t() : in.x;
@@ -320,7 +321,7 @@ TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product and matc
       }).needsInputs(false));
   const bool expect_inner =
       !blas_forced() &&
-      c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""}).has_value() &&
+      has_inner_product() &&
       kiln::ops::linear_onednn_matmul_available();
   for (const bool transposed : {false, true}) {  // else x stepped: x[:, ::2]
     INFO("x transposed " << transposed << ", inner product expected " << expect_inner);
