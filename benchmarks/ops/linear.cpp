@@ -1,5 +1,7 @@
-// linear against at::addmm (forward), at::mm twice and a sum (backward), and
-// linear_gelu against at::gelu(at::addmm(…), "tanh"); n is the element count of
+// linear against at::addmm (forward), at::mm twice and a sum (backward),
+// linear_gelu against at::gelu(at::addmm(…), "tanh"), and linear_relu against
+// at::relu(at::addmm(…)) alone ("fwd") and through autograd, forward and backward
+// ("fwd+bwd": one kiln node against at::linear's and at::relu's); n is the element count of
 // x: (n / 1024, 1024), with w: (1024, 1024). With float32 on the CPU also the bfloat16
 // forward with a bias, at that shape ("bf16-fwd") and at the character GPT's first MLP
 // layer, x: (n / 192, 192), w: (768, 192) ("bf16-gpt"), against at::addmm in bfloat16.
@@ -21,7 +23,16 @@ KILN_BENCH_CASES(linear) {
        }},
       {"linear_gelu", "fwd", [=] { kiln::ops::linear_gelu(x, w, b); },
        [=] { at::gelu(at::addmm(b, x, w.t()), "tanh"); }},
+      {"linear_relu", "fwd", [=] { kiln::ops::linear_relu(x, w, b); },
+       [=] { at::relu(at::addmm(b, x, w.t())); }},
   };
+  if (options.dtype() != at::kDouble) {  // the benchmark's dtypes are floating
+    // x, w and b as a hidden layer's: each side's gradients accumulate into its own.
+    const auto leaf = [](const at::Tensor& t) { return t.detach().clone().requires_grad_(true); };
+    const auto xk = leaf(x), wk = leaf(w), bk = leaf(b), xa = leaf(x), wa = leaf(w), ba = leaf(b);
+    cases.push_back({"linear_relu", "fwd+bwd", [=] { kiln::ops::linear_relu(xk, wk, bk).backward(g); },
+                     [=] { at::relu(at::linear(xa, wa, ba)).backward(g); }});
+  }
   if (options.dtype() == at::kFloat && options.device().is_cpu()) {
     const auto xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
     cases.push_back({"linear", "bf16-fwd", [=] { kiln::ops::linear(xb, wb, bb); },

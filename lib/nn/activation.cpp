@@ -44,10 +44,14 @@ torch::Tensor Activation::apply(const torch::Tensor& x) const {
 }
 
 torch::Tensor Activation::linear_then(LinearImpl& layer, const torch::Tensor& x) const {
-  if (options_.name() != "gelu") return apply(layer.forward(x));
-  // One pass over the layer's output instead of two (the GELU in cuBLASLt's epilogue on CUDA).
+  const auto& name = options_.name();
+  if (name == "sigmoid") return apply(layer.forward(x));
+  // One op and one autograd node instead of two: GELU in cuBLASLt's epilogue on CUDA,
+  // else (and ReLU everywhere) in place on the product while it is in cache.
   const auto& b = layer.bias;
-  return traced(layer, kiln::ops::linear_gelu(x, layer.weight, b.defined() ? std::optional<torch::Tensor>(b) : std::nullopt));
+  const auto bias = b.defined() ? std::optional<torch::Tensor>(b) : std::nullopt;
+  return traced(layer, name == "gelu" ? kiln::ops::linear_gelu(x, layer.weight, bias)
+                                      : kiln::ops::linear_relu(x, layer.weight, bias));
 }
 
 torch::Tensor LayerRule::operator()(LinearImpl& layer, const torch::Tensor& x) const {

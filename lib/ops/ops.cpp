@@ -21,6 +21,7 @@ TORCH_LIBRARY(kiln, m) {
   m.def("scaled_add_backward(Tensor(a) grad, float alpha, ScalarType? x_dtype=None) -> (Tensor, Tensor(a))");
   m.def("linear(Tensor x, Tensor w, Tensor? b) -> Tensor");
   m.def("linear_gelu(Tensor x, Tensor w, Tensor? b) -> Tensor");
+  m.def("linear_relu(Tensor x, Tensor w, Tensor? b) -> Tensor");
   m.def("linear_gelu_forward(Tensor x, Tensor w, Tensor? b) -> (Tensor, Tensor)");
   m.def("linear_backward(Tensor grad, Tensor x, Tensor w, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
   m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor");
@@ -117,6 +118,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const OptTensor& b) {
 }
 Tensor linear_gelu(const Tensor& x, const Tensor& w, const OptTensor& b) {
   KILN_CALL(linear_gelu, Tensor(const Tensor&, const Tensor&, const OptTensor&), x, w, b);
+}
+Tensor linear_relu(const Tensor& x, const Tensor& w, const OptTensor& b) {
+  KILN_CALL(linear_relu, Tensor(const Tensor&, const Tensor&, const OptTensor&), x, w, b);
 }
 Tensor2 linear_gelu_forward(const Tensor& x, const Tensor& w, const OptTensor& b) {
   KILN_CALL(linear_gelu_forward, Tensor2(const Tensor&, const Tensor&, const OptTensor&), x, w, b);

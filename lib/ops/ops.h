@@ -70,6 +70,10 @@ at::Tensor random_dropout(const at::Tensor& x, double p, bool training);
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
 /// gelu(x·wᵀ + b) with the GELU fused into the matrix multiply on CUDA.
 at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
+/// relu(x·wᵀ + b) as one op and one autograd node: the ReLU runs in place on the
+/// product (NaN kept, as kiln::relu); backward masks the gradient by the saved output
+/// (no pre-activation kept). Example: auto h = kiln::ops::linear_relu(x, w, b);
+at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
 /// (gelu(z), z) with z = x·wᵀ + b: the forward of linear_gelu, keeping z for backward.
 std::tuple<at::Tensor, at::Tensor> linear_gelu_forward(const at::Tensor& x, const at::Tensor& w,
                                                        const std::optional<at::Tensor>& b);

@@ -1,10 +1,14 @@
 // kiln::nn::Activation: each name applies its kiln op (sigmoid with its beta and
-// clamped gradient), linear_then fuses GELU into the Linear, bad options are named;
+// clamped gradient), linear_then fuses GELU and ReLU into the Linear, bad options are named;
 // and every model trains from config on tiny data with each activation.
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
+#include <string_view>
 
 #include "nn/activation.h"
 #include "nn/factory.h"
@@ -42,15 +46,28 @@ TEST_CASE("sigmoid_grad_clip clamps the local derivative; 0 leaves it", "[nn][ac
                      exact.clamp_max(0.2), 1e-5, 1e-6);
 }
 
-TEST_CASE("linear_then is the activation of the Linear's output, GELU fused", "[nn][activation]") {
+TEST_CASE("linear_then is the activation of the Linear's output, GELU and ReLU fused", "[nn][activation]") {
   torch::manual_seed(1);
   kiln::nn::Linear layer(6, 4);
   const auto x = at::randn({3, 6});
+  // The kiln ops each activation's linear_then calls, by name.
+  const std::map<std::string, std::set<std::string>> expected = {
+      {"relu", {"kiln::linear_relu"}}, {"gelu", {"kiln::linear_gelu", "kiln::linear_gelu_forward"}}, {"sigmoid", {"kiln::linear", "kiln::sigmoid"}}};
+  static thread_local std::set<std::string> called;
+  const auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string_view(fn.name()).starts_with("kiln::")) called.insert(fn.name());
+        return nullptr;
+      }).needsInputs(false));
   for (const auto& name : kiln::nn::activation_names()) {
     INFO(name);
     const Activation act(name, "t");
-    KILN_REQUIRE_CLOSE(act.linear_then(*layer, x), act.apply(layer->forward(x)), 1e-5, 1e-6);
+    called.clear();
+    const auto y = act.linear_then(*layer, x);
+    CHECK(called == expected.at(name));
+    KILN_REQUIRE_CLOSE(y, act.apply(layer->forward(x)), 1e-5, 1e-6);
   }
+  at::removeCallback(handle);
 }
 
 TEST_CASE("Activation rejects bad options, naming the owner, the option and the value",

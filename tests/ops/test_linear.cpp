@@ -1,5 +1,5 @@
-// kiln::linear and kiln::linear_gelu: forward against ATen in float64 for every
-// dtype, gradients against central differences in double, CUDA against CPU
+// kiln::linear, kiln::linear_gelu and kiln::linear_relu: forward against ATen in
+// float64 for every dtype, gradients against central differences in double, CUDA against CPU
 // (with and without bias, N = 13 for cuBLASLt's fallback), non-contiguous inputs,
 // bad input and the autocast policy.
 #include <ATen/autocast_mode.h>
@@ -122,6 +122,140 @@ TEST_CASE("linear_gelu and linear_gelu_forward match gelu_tanh(at::linear)", "[o
         KILN_REQUIRE_CLOSE(z, z_ref, tol.rtol, tol.atol);
       }
     }
+  }
+}
+
+namespace {
+// linear_relu's backward needs kiln::relu_backward, another op: skipped while that op
+// is not in this build (KILN_OPS).
+bool relu_built_or_skip() {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("kiln::relu_backward", "");
+  return op.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+         kiln::test::skip("kiln::relu_backward is not built");
+}
+}  // namespace
+
+TEST_CASE("linear_relu is relu(linear) bit for bit and matches float64 on every CPU path",
+          "[ops][linear]") {
+  // kShapes, 32 rows (the transposed BLAS product where MKL is float32's library) and
+  // 128 × 300 → 257 (oneDNN's inner product with its fused ReLU where float32 or
+  // bfloat16 goes there): the same product as kiln::linear, so ReLU after it must give
+  // the same bits, and both match ReLU of the float64 product.
+  auto shapes = kShapes;
+  shapes.push_back({32, 300, 257});
+  shapes.push_back({128, 300, 257});
+  for (const auto dtype : kFloatingDtypes) {
+    for (const auto& s : shapes) {
+      for (const bool bias : {true, false}) {
+        INFO("dtype " << dtype << ", B " << s.B << ", K " << s.K << ", N " << s.N << ", bias " << bias);
+        auto in = sample(s, dtype);
+        if (!bias) in.b = at::Tensor();
+        const auto y = kiln::ops::linear_relu(in.x, in.w, opt(in.b));
+        REQUIRE(y.scalar_type() == dtype);
+        REQUIRE(y.sizes() == at::IntArrayRef{s.B, s.N});
+        REQUIRE(at::equal(y, at::relu(kiln::ops::linear(in.x, in.w, opt(in.b)))));
+        if (s.B * s.N >= 100) REQUIRE(y.min().item<double>() == 0.0);  // about half are cut
+        const auto tol = tolerance(dtype, s.K);
+        KILN_REQUIRE_CLOSE(y, at::relu(reference(in.x, in.w, in.b)), tol.rtol, tol.atol);
+      }
+    }
+  }
+}
+
+TEST_CASE("linear_relu propagates NaN as relu does", "[ops][linear]") {
+  // On every CPU path, and on CUDA (cuBLASLt's RELU epilogue) where there is a GPU.
+  std::vector<at::Device> devices{at::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(at::kCUDA);
+  for (const auto& device : devices) {
+    for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+      for (const Shape s : {Shape{5, 7, 3}, Shape{32, 300, 257}, Shape{128, 300, 257}}) {
+        INFO(device << ", dtype " << dtype << ", B " << s.B << ", K " << s.K << ", N " << s.N);
+        auto in = sample(s, dtype);
+        in.x[1][2] = std::nan("");  // row 1 of the product is NaN throughout
+        const auto y = kiln::ops::linear_relu(in.x.to(device), in.w.to(device), in.b.to(device)).cpu();
+        REQUIRE(y[1].isnan().all().item<bool>());
+        REQUIRE_FALSE(y[0].isnan().any().item<bool>());
+      }
+    }
+  }
+}
+
+TEST_CASE("linear_relu's gradients match central differences and relu(linear)'s", "[ops][linear]") {
+  if (!relu_built_or_skip()) return;
+  const auto in = sample({4, 6, 5}, at::kDouble);
+  const auto x = in.x, w = in.w, b = in.b;
+  auto c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_relu(t, w, b); }, x);
+  INFO("x: " << c.report);
+  REQUIRE(c.ok);
+  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_relu(x, t, b); }, w);
+  INFO("w: " << c.report);
+  REQUIRE(c.ok);
+  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_relu(x, w, t); }, b);
+  INFO("b: " << c.report);
+  REQUIRE(c.ok);
+  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_relu(t, w, std::nullopt); }, x);
+  INFO("x, no bias: " << c.report);
+  REQUIRE(c.ok);
+  // In float32 the same gradients, bit for bit, as relu after linear (one autograd
+  // node with the mask from the saved output, against two).
+  const auto f = sample({32, 300, 257}, at::kFloat);
+  const auto g = at::randn({32, 257});
+  std::vector<at::Tensor> fused, pair;
+  for (auto* out : {&fused, &pair}) {
+    const auto xg = f.x.clone().requires_grad_(true), wg = f.w.clone().requires_grad_(true);
+    const auto bg = f.b.clone().requires_grad_(true);
+    const auto y = out == &fused ? kiln::ops::linear_relu(xg, wg, bg)
+                                 : kiln::ops::relu(kiln::ops::linear(xg, wg, bg));
+    y.backward(g);
+    *out = {xg.grad(), wg.grad(), bg.grad()};
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("gradient " << i << " (x, w, b)");
+    REQUIRE(at::equal(fused[i], pair[i]));
+  }
+}
+
+TEST_CASE("linear_relu makes one autograd node that keeps x, w and its output", "[ops][linear]") {
+  if (!relu_built_or_skip()) return;
+  const auto x = at::randn({4, 6}).requires_grad_(true), w = at::randn({5, 6}).requires_grad_(true);
+  const auto b = at::randn({5}).requires_grad_(true);
+  const auto y = kiln::ops::linear_relu(x, w, b);
+  const auto node = y.grad_fn();
+  REQUIRE(node != nullptr);
+  INFO("node " << node->name());
+  REQUIRE(node->name().find("LinearReluFunction") != std::string::npos);
+  // Its inputs' edges lead straight to the leaves' accumulators: no relu node between.
+  REQUIRE(node->num_outputs() == 3);
+  for (const auto& edge : node->next_edges())
+    REQUIRE(edge.function->name() == "torch::autograd::AccumulateGrad");
+  // A later in-place change of the output (which backward reads for its mask) is caught.
+  const auto y2 = kiln::ops::linear_relu(x, w, b);
+  y2.mul_(2);
+  REQUIRE_THROWS_WITH(y2.sum().backward(), Catch::Contains("modified by an inplace operation"));
+}
+
+TEST_CASE("linear_relu backward is differentiable (double backward)", "[ops][linear]") {
+  if (!relu_built_or_skip()) return;
+  const auto in = sample({4, 6, 5}, at::kDouble);
+  const auto x = in.x.clone().requires_grad_(true), w = in.w.clone().requires_grad_(true);
+  const auto b = in.b.clone().requires_grad_(true);
+  const auto v = at::randn({4, 5}, at::kDouble);
+  // d/d(arg) <linear_relu(x, w, b), v> with create_graph: the mask is locally constant,
+  // so each is linear in v and in the other operand.
+  const auto grad_of = [&](const at::Tensor& xx, const at::Tensor& ww, const at::Tensor& vv,
+                           const at::Tensor& wrt) {
+    const auto y = kiln::ops::linear_relu(xx, ww, b);
+    return torch::autograd::grad({y}, {wrt}, {vv}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  };
+  const std::vector<std::pair<std::string, kiln::test::Closeness>> checks = {
+      {"dx(w)", gradcheck([&](const at::Tensor& t) { return grad_of(x, t, v, x); }, in.w)},
+      {"dw(x)", gradcheck([&](const at::Tensor& t) { return grad_of(t, w, v, w); }, in.x)},
+      {"dx(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, x); }, v)},
+      {"db(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, b); }, v)},
+  };
+  for (const auto& [name, c] : checks) {
+    INFO(name << ": " << c.report);
+    REQUIRE(c.ok);
   }
 }
 
@@ -575,6 +709,10 @@ TEST_CASE("linear rejects bad input with a message naming the argument", "[ops][
                       Catch::Contains("kiln::linear: x: expected a floating-point tensor"));
   REQUIRE_THROWS_WITH(kiln::ops::linear_gelu(x, at::randn({10, 783}), b),
                       Catch::Contains("kiln::linear_gelu: w: expected shape (N, K) with K = 784"));
+  REQUIRE_THROWS_WITH(kiln::ops::linear_relu(x, w, at::randn({11})),
+                      Catch::Contains("kiln::linear_relu: b: expected shape (N) with N = 10 (w.size(0)), got [11]"));
+  REQUIRE_THROWS_WITH(kiln::ops::linear_relu(x.to(at::kDouble), w, b),
+                      Catch::Contains("kiln::linear_relu: w: expected dtype Double (the dtype of x), got Float"));
   REQUIRE_THROWS_WITH(
       kiln::ops::linear_backward(at::randn({4, 9}), x, w),
       Catch::Contains("kiln::linear_backward: grad: expected shape (B, N) = [4, 10] (x.size(0), "
@@ -596,7 +734,8 @@ TEST_CASE("linear on CUDA matches CPU for every dtype", "[ops][linear][cuda]") {
         // epilogue, whose tanh accuracy cuBLASLt does not document: 1e-3 relative at most.
         const auto products = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
           return {kiln::ops::linear(t[0], t[1], opt(t[2])),
-                  std::get<1>(kiln::ops::linear_gelu_forward(t[0], t[1], opt(t[2])))};
+                  std::get<1>(kiln::ops::linear_gelu_forward(t[0], t[1], opt(t[2]))),
+                  kiln::ops::linear_relu(t[0], t[1], opt(t[2]))};  // |relu(a) − relu(b)| ≤ |a − b|
         };
         const auto gelus = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
           return {kiln::ops::linear_gelu(t[0], t[1], opt(t[2])),
@@ -630,6 +769,14 @@ TEST_CASE("linear on CUDA matches CPU for every dtype", "[ops][linear][cuda]") {
           return {x.grad(), w.grad()};
         };
         kiln::test::require_cuda_matches_cpu(grads, {in.x, in.w, in.b, g},
+                                             tolerance(dtype, std::max({s.B, s.K, s.N})));
+        // linear_relu's backward (the mask from the output of cuBLASLt's RELU epilogue).
+        const auto relu_grads = [&](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+          const auto x = t[0].clone().requires_grad_(true), w = t[1].clone().requires_grad_(true);
+          kiln::ops::linear_relu(x, w, opt(t[2])).backward(t[3]);
+          return {x.grad(), w.grad()};
+        };
+        kiln::test::require_cuda_matches_cpu(relu_grads, {in.x, in.w, in.b, g},
                                              tolerance(dtype, std::max({s.B, s.K, s.N})));
       }
     }
@@ -672,20 +819,23 @@ TEST_CASE("linear on CUDA with misaligned operands and bias, and a split-K shape
   torch::cuda::synchronize();  // a fault in the launches above surfaces here at the latest
 }
 
-TEST_CASE("under CPU autocast linear and linear_gelu run in bfloat16", "[ops][linear][autocast]") {
+TEST_CASE("under CPU autocast linear, linear_gelu and linear_relu run in bfloat16", "[ops][linear][autocast]") {
   const auto x = at::randn({8, 16}), w = at::randn({4, 16}), b = at::randn({4});
   at::autocast::set_autocast_enabled(at::kCPU, true);
   at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
   const auto y = kiln::ops::linear(x, w, b);
   const auto yg = kiln::ops::linear_gelu(x, w, b);
+  const auto yr = kiln::ops::linear_relu(x, w, b);
   const auto yd = kiln::ops::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble));
   at::autocast::set_autocast_enabled(at::kCPU, false);
   at::autocast::clear_cache();
   REQUIRE(y.scalar_type() == at::kBFloat16);
   REQUIRE(yg.scalar_type() == at::kBFloat16);
+  REQUIRE(yr.scalar_type() == at::kBFloat16);
   REQUIRE(yd.scalar_type() == at::kDouble);  // autocast leaves float64 alone
   const auto xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
   const auto tol = tolerance(at::kBFloat16, 16);
   KILN_REQUIRE_CLOSE(y, reference(xb, wb, bb), tol.rtol, tol.atol);
   KILN_REQUIRE_CLOSE(yg, at::gelu(reference(xb, wb, bb), "tanh"), tol.rtol, tol.atol);
+  KILN_REQUIRE_CLOSE(yr, at::relu(reference(xb, wb, bb)), tol.rtol, tol.atol);
 }

@@ -149,6 +149,11 @@ std::vector<OpCase> op_cases(at::ScalarType dtype) {
                          return Tensors{ops::linear_gelu(t[0], t[1], opt(t[2]))};
                        },
                        in});
+      cases.push_back({"linear_relu" + suffix,
+                       [](const Tensors& t) {
+                         return Tensors{ops::linear_relu(t[0], t[1], opt(t[2]))};
+                       },
+                       in});
       cases.push_back({"linear_gelu_forward" + suffix,
                        [](const Tensors& t) {
                          auto [y, z] = ops::linear_gelu_forward(t[0], t[1], opt(t[2]));
@@ -281,6 +286,9 @@ std::vector<OpCase> error_cases() {
       {"linear_gelu: b of another N",
        [](const Tensors& t) { return Tensors{ops::linear_gelu(t[0], t[1], t[2])}; },
        {r({6, 4}), r({3, 4}), r({4})}},
+      {"linear_relu: w of another K",
+       [](const Tensors& t) { return Tensors{ops::linear_relu(t[0], t[1], t[2])}; },
+       {r({6, 4}), r({3, 5}), r({3})}},
       {"linear_gelu_forward: x 3-D",
        [](const Tensors& t) {
          return Tensors{std::get<0>(ops::linear_gelu_forward(t[0], t[1], t[2]))};
@@ -434,18 +442,20 @@ TEST_CASE("on meta, cross_entropy checks target's shape, dtype and device but no
   REQUIRE(loss.dim() == 0);
 }
 
-TEST_CASE("autograd runs on meta tensors: linear's and linear_gelu's grads are meta tensors of "
-          "their inputs' shapes",
+TEST_CASE("autograd runs on meta tensors: linear's, linear_gelu's and linear_relu's grads are meta "
+          "tensors of their inputs' shapes",
           "[meta][autograd]") {
   const c10::AutoGradMode grad_on(true);
   for (const auto dtype : {at::kFloat, at::kHalf}) {
-    for (const bool fuse_gelu : {false, true}) {
-      INFO("dtype " << dtype << ", linear_gelu " << fuse_gelu);
+    for (const int fused : {0, 1, 2}) {  // none, gelu, relu
+      INFO("dtype " << dtype << ", fused activation " << fused << " (none, gelu, relu)");
       const auto o = at::TensorOptions().dtype(dtype).device(at::kMeta);
       const auto x = at::empty({6, 4}, o).requires_grad_();
       const auto w = at::empty({3, 4}, o).requires_grad_();
       const auto b = at::empty({3}, o).requires_grad_();
-      const auto y = fuse_gelu ? kiln::ops::linear_gelu(x, w, b) : kiln::ops::linear(x, w, b);
+      const auto y = fused == 1   ? kiln::ops::linear_gelu(x, w, b)
+                     : fused == 2 ? kiln::ops::linear_relu(x, w, b)
+                                  : kiln::ops::linear(x, w, b);
       REQUIRE(y.requires_grad());
       y.sum().backward();
       for (const auto& t : {x, w, b}) {

@@ -1,7 +1,7 @@
-// Autograd and autocast for kiln::linear and kiln::linear_gelu: Functions that save
-// x and w (and the pre-activation z for linear_gelu) and call the linear_backward
-// op, itself differentiable (create_graph works); under autocast both run in the
-// lower precision, as torch's own linear does.
+// Autograd and autocast for kiln::linear, linear_gelu and linear_relu: Functions that
+// save x and w (and the pre-activation z for linear_gelu, the output for linear_relu)
+// and call the linear_backward op, itself differentiable (create_graph works); under
+// autocast they run in the lower precision, as torch's own linear does.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
@@ -127,12 +127,36 @@ class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> 
   }
 };
 
+// y = relu(z), z = x·wᵀ + b: dz = grad·1[y > 0], the mask read from the saved output
+// (y > 0 exactly where z > 0), then the linear gradients. One node where relu(linear)
+// makes two, and no z kept. relu_backward is differentiable in grad and its derivative
+// in y is zero almost everywhere, so create_graph needs nothing recomputed.
+class LinearReluFunction : public torch::autograd::Function<LinearReluFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const OptTensor& b) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto y = kiln::ops::linear_relu(x, w, b);
+    ctx->saved_data["has_bias"] = defined(b);
+    ctx->save_for_backward({x, w, y});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto y = ctx->get_saved_variables()[2];
+    return linear_grads(ctx, kiln::ops::relu_backward(grad_outputs[0], y));
+  }
+};
+
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
   return record_or_call<LinearFunction>(&kiln::ops::linear, x, w, b);
 }
 
 at::Tensor linear_gelu_autograd(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
   return record_or_call<LinearGeluFunction>(&kiln::ops::linear_gelu, x, w, b);
+}
+
+at::Tensor linear_relu_autograd(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  return record_or_call<LinearReluFunction>(&kiln::ops::linear_relu, x, w, b);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_autograd(
@@ -166,16 +190,22 @@ template <c10::DeviceType D>
 at::Tensor linear_gelu_autocast(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
   return lower_precision<D, &kiln::ops::linear_gelu>(x, w, b);
 }
+template <c10::DeviceType D>
+at::Tensor linear_relu_autocast(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  return lower_precision<D, &kiln::ops::linear_relu>(x, w, b);
+}
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
   m.impl("linear", linear_autograd);
   m.impl("linear_gelu", linear_gelu_autograd);
+  m.impl("linear_relu", linear_relu_autograd);
   m.impl("linear_backward", linear_backward_autograd);
 }
 
 KILN_AUTOCAST_KERNELS("linear", linear_autocast)
 KILN_AUTOCAST_KERNELS("linear_gelu", linear_gelu_autocast)
+KILN_AUTOCAST_KERNELS("linear_relu", linear_relu_autocast)
 
 }  // namespace kiln::ops

@@ -13,6 +13,7 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/mm.h>
+#include <ATen/ops/relu.h>
 #include <ATen/ops/sum.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -23,6 +24,7 @@
 
 #include "../cpu_bf16.h"
 #include "../gelu/gelu_kernel.h"
+#include "../relu/relu_kernel.h"
 #include "../op_support.h"
 #include "util/env_switch.h"
 
@@ -248,6 +250,17 @@ at::Tensor forward_aten(const at::Tensor& x, const at::Tensor& w,
   }
   if (b && b->defined()) return at::addmm_out(z, *b, x, w.t());
   return at::mm_out(z, x, w.t());
+}
+
+// Not oneDNN's fused "relu" post-op where the product runs there: it turns NaN into 0
+// (a max against zero; tests/ops/test_linear.cpp caught it), kiln::relu keeps NaN.
+at::Tensor relu_aten(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b) {
+  auto z = forward_aten(x, w, b);
+  // In place: z is ours and not kept. On the CPU kiln's relu kernel (the elementwise
+  // runner: z stays in cache from the product at a layer's sizes), elsewhere ATen's.
+  if (z.is_cpu()) cpu_unary_into(z, z, cpu::relu_forward_impl());
+  else at::relu_(z);
+  return z;
 }
 
 // out = gelu_tanh(z) (out may be z): on CPU kiln's own gelu kernel (about 3× at::gelu,

@@ -24,6 +24,9 @@ void check_backward(std::string_view op, const at::Tensor& grad, const at::Tenso
 at::Tensor forward_aten(const at::Tensor& x, const at::Tensor& w,
                         const std::optional<at::Tensor>& b);
 
+/// relu(x·wᵀ + b): forward_aten's product with the ReLU applied in place (NaN kept).
+at::Tensor relu_aten(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
+
 /// (gelu_tanh(z), z) with z = forward_aten(x, w, b).
 std::tuple<at::Tensor, at::Tensor> gelu_forward_aten(const at::Tensor& x, const at::Tensor& w,
                                                      const std::optional<at::Tensor>& b);

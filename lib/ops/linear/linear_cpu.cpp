@@ -1,5 +1,6 @@
-// CPU and Meta kernels of kiln::linear, linear_gelu, linear_gelu_forward and
-// linear_backward: the checks, then ATen's addmm / mm (MKL or oneDNN) and the GELU.
+// CPU and Meta kernels of kiln::linear, linear_gelu, linear_relu, linear_gelu_forward
+// and linear_backward: the checks, then ATen's addmm / mm (MKL or oneDNN) and the
+// activation.
 // The same functions serve Meta: at::addmm, at::mm and at::sum have Meta kernels of
 // their own, so on meta tensors they give the CPU outputs' shapes, strides and dtypes
 // without data.
@@ -22,6 +23,11 @@ at::Tensor linear_gelu_cpu(const at::Tensor& x, const at::Tensor& w, const OptTe
   return linear::gelu_aten(x, w, b);
 }
 
+at::Tensor linear_relu_cpu(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  linear::check_forward("kiln::linear_relu", x, w, b);
+  return linear::relu_aten(x, w, b);
+}
+
 std::tuple<at::Tensor, at::Tensor> linear_gelu_forward_cpu(const at::Tensor& x,
                                                            const at::Tensor& w,
                                                            const OptTensor& b) {
@@ -42,6 +48,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cpu(const at::Ten
 TORCH_LIBRARY_IMPL(kiln, CPU, m) {
   m.impl("linear", linear_cpu);
   m.impl("linear_gelu", linear_gelu_cpu);
+  m.impl("linear_relu", linear_relu_cpu);
   m.impl("linear_gelu_forward", linear_gelu_forward_cpu);
   m.impl("linear_backward", linear_backward_cpu);
 }
@@ -49,6 +56,7 @@ TORCH_LIBRARY_IMPL(kiln, CPU, m) {
 TORCH_LIBRARY_IMPL(kiln, Meta, m) {
   m.impl("linear", linear_cpu);
   m.impl("linear_gelu", linear_gelu_cpu);
+  m.impl("linear_relu", linear_relu_cpu);
   m.impl("linear_gelu_forward", linear_gelu_forward_cpu);
   m.impl("linear_backward", linear_backward_cpu);
 }

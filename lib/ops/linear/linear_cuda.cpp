@@ -1,4 +1,4 @@
-// CUDA kernels of kiln::linear, linear_gelu, linear_gelu_forward and
+// CUDA kernels of kiln::linear, linear_gelu, linear_relu, linear_gelu_forward and
 // linear_backward as registered Tensor functions: checks, the operands as cuBLAS
 // sees them, ATen's cuBLASLt handle and workspace for the current stream, then one
 // cublasLtMatmul (linear_cuda.cu). float64, empty shapes and what cuBLASLt cannot
@@ -7,6 +7,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/relu.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -95,6 +96,20 @@ at::Tensor linear_gelu_cuda(const at::Tensor& x, const at::Tensor& w, const OptT
   return linear::gelu_aten(x, w, b);
 }
 
+at::Tensor linear_relu_cuda(const at::Tensor& x, const at::Tensor& w, const OptTensor& b) {
+  linear::check_forward("kiln::linear_relu", x, w, b);
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  // The product with its bias from cuBLASLt, then the ReLU in place (at::relu_: kiln's
+  // map kernel takes its output __restrict__), not cuBLASLt's RELU_BIAS epilogue:
+  // oneDNN's fused ReLU turns NaN into 0 (a max against zero) and cuBLASLt does not
+  // document what its epilogue does with NaN; kiln::relu keeps it, so a diverging
+  // layer stays visible.
+  auto r = lt_forward("kiln::linear_relu", x, w, b, LtGelu::kNone);
+  if (!r) return linear::relu_aten(x, w, b);
+  at::relu_(r->y);
+  return r->y;
+}
+
 std::tuple<at::Tensor, at::Tensor> linear_gelu_forward_cuda(const at::Tensor& x,
                                                             const at::Tensor& w,
                                                             const OptTensor& b) {
@@ -120,6 +135,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_backward_cuda(const at::Te
 TORCH_LIBRARY_IMPL(kiln, CUDA, m) {
   m.impl("linear", linear_cuda);
   m.impl("linear_gelu", linear_gelu_cuda);
+  m.impl("linear_relu", linear_relu_cuda);
   m.impl("linear_gelu_forward", linear_gelu_forward_cuda);
   m.impl("linear_backward", linear_backward_cuda);
 }
