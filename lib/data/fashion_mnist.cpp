@@ -13,10 +13,48 @@
 #include <filesystem>
 
 #include "data/idx.h"
+#include "ops/cpu_capability.h"
 #include "util/error.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace kiln::data {
 namespace {
+
+// dst[i] = table[src[i]], the table's 256 floats: a scalar loop, or where the CPU has
+// AVX2 (and KILN_CPU_CAPABILITY allows it) AVX2's gather, 8 lookups an instruction.
+// Written here rather than as a kiln:: op's per-capability kernel: one loop, no
+// dispatcher entry, and the data layer must not depend on which ops a build has
+// (KILN_ONLY_OPS). On the 2-core Intel Xeon (2026-12-07, a standalone C++ loop) a
+// batch of 32 images (25,088 pixels) took 6.0-6.4 µs against 8.4-16.8 µs scalar, 128
+// images 19-25 against 34-48 µs (docs/performance.md).
+void lookup_scalar(const uint8_t* src, const float* table, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]];
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void lookup_avx2(const uint8_t* src, const float* table, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m256i lo = _mm256_cvtepu8_epi32(bytes), hi = _mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8));
+    _mm256_storeu_ps(dst + i, _mm256_i32gather_ps(table, lo, 4));
+    _mm256_storeu_ps(dst + i + 8, _mm256_i32gather_ps(table, hi, 4));
+  }
+  lookup_scalar(src + i, table, dst + i, n - i);
+}
+#endif
+
+using LookupFn = void (*)(const uint8_t*, const float*, float*, int64_t);
+
+LookupFn lookup_fn() {
+#if defined(__x86_64__)
+  if (ops::cpu_capability() >= ops::CpuCapability::kAvx2) return &lookup_avx2;
+#endif
+  return &lookup_scalar;
+}
 
 // The file of `stem` under root: gzipped as Debian ships it, or inflated.
 std::string find_file(const std::string& root, const std::string& stem) {
@@ -124,9 +162,9 @@ at::Tensor decode_pixels(const at::Tensor& pixels, Normalization norm) {
   const uint8_t* src = in.const_data_ptr<uint8_t>();
   float* dst = out.mutable_data_ptr<float>();
   const float* value = table->value.data();
-  at::parallel_for(0, in.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dst[i] = value[src[i]];
-  });
+  static const LookupFn lookup = lookup_fn();
+  at::parallel_for(0, in.numel(), 1 << 15,
+                   [&](int64_t begin, int64_t end) { lookup(src + begin, value, dst + begin, end - begin); });
   return out;
 }
 
