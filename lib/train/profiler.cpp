@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "util/block_cache.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/stderr_to_log.h"
@@ -254,6 +255,7 @@ StepProfiler::~StepProfiler() {
     prof::disableProfiler();
   } catch (...) {
   }
+  heap::cache_blocks_from(heap::kMinBlock);
   quiet_.reset();
 }
 
@@ -282,6 +284,10 @@ void StepProfiler::begin_step(int64_t step) {
     started_at_ = -1;
     return;
   }
+  // The profiler's records would split the step's freed blocks below kMinBlock too,
+  // and its outputs would fault in fresh pages each profiled step: from kiln's block
+  // cache while the window records, where that cache is installed (util/block_cache.h).
+  heap::cache_blocks_from(heap::kProfiledMinBlock);
   recording_ = true;
   started_at_ = step;
   window_start_ = step_start_ = Clock::now();
@@ -306,6 +312,7 @@ std::optional<ProfileReport> StepProfiler::finish(int64_t step) {
 std::optional<ProfileReport> StepProfiler::stop(int64_t last_step) {
   const double window_ms = std::chrono::duration<double, std::milli>(Clock::now() - window_start_).count();
   const auto result = prof::disableProfiler();
+  heap::cache_blocks_from(heap::kMinBlock);
   recording_ = false;
   ProfileReport r;
   r.first = started_at_;

@@ -31,6 +31,8 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kPage = 4096;
 constexpr int64_t kMinIdleBound = int64_t{256} << 20;
 
+std::atomic<std::size_t> min_block{kMinBlock};  // cache_blocks_from()
+
 // n (kMinBlock or more) rounded up to an eighth of its power of two, a multiple of
 // 256 KiB: at most 12.5 % more than asked, and few enough classes that a step's sizes
 // find their blocks.
@@ -42,7 +44,7 @@ std::size_t class_size(std::size_t n) {
 class BlockCache final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t n) override {
-    if (n < kMinBlock) return fallback()->allocate(n);
+    if (n < min_block.load(std::memory_order_relaxed)) return fallback()->allocate(n);
     // Past this, rounding to a class or adding a page would wrap around.
     if (n > std::numeric_limits<std::size_t>::max() / 4) {
       c10::profiledCPUMemoryReporter().OutOfMemory(n);
@@ -282,6 +284,10 @@ bool cache_large_blocks() {
 bool large_blocks_cached() { return installed; }
 
 void release_idle() { BlockCache::instance().release_idle(); }
+
+void cache_blocks_from(std::size_t bytes) { min_block.store(bytes, std::memory_order_relaxed); }
+
+std::size_t cached_blocks_from() { return min_block.load(std::memory_order_relaxed); }
 
 BlockCacheStats block_cache_stats() { return BlockCache::instance().stats(); }
 

@@ -40,6 +40,23 @@ namespace kiln::heap {
 /// heap_bytes_in_use() (train/memory.h) counts the live blocks.
 constexpr std::size_t kMinBlock = std::size_t{2} << 20;
 
+/// The smallest block the cache serves while a profiler window records
+/// (train/profiler.cpp lowers the bound to it for the window, then restores kMinBlock).
+/// Why: the profiler's records split the freed blocks below kMinBlock too. At batch 32
+/// the default MLP's first-layer weight gradient (1.6 MB) then faulted in fresh pages
+/// every profiled step: its `mm` read 924 µs in the trace against 129–170 µs unprofiled
+/// (2026-12-07, docs/performance.md). In the window only: outside it such blocks ran the
+/// default run's steps slower on mappings of their own (above).
+constexpr std::size_t kProfiledMinBlock = std::size_t{128} << 10;
+
+/// Sets the smallest block the cache serves (kMinBlock by default); smaller ones go to
+/// the allocator installed before it. A block frees to whichever allocator made it, so
+/// the bound may change at any time. Example: kiln::heap::cache_blocks_from(kProfiledMinBlock);
+void cache_blocks_from(std::size_t bytes);
+
+/// The smallest block the cache serves now.
+std::size_t cached_blocks_from();
+
 /// Installs the cache as ATen's CPU allocator for this process (priority 1), unless
 /// KILN_CPU_BLOCK_CACHE=off, in a build with AddressSanitizer (whose heap checks
 /// large blocks too) or on a system without mmap. Safe at any time: a tensor made

@@ -9,6 +9,7 @@
 #include "run_files.h"
 #include "support.h"
 #include "train/profiler.h"
+#include "util/block_cache.h"
 
 namespace fs = std::filesystem;
 using kiln::train::parse_profile_steps;
@@ -131,4 +132,35 @@ TEST_CASE("a window the run ends inside is written at the end; none when off or 
   REQUIRE_FALSE(fs::exists(dir / "after/profile"));
   REQUIRE_THAT(read_text(dir / "after/train.log"),
                Catch::Contains("profile.steps 11:12 lies after the run's 10 steps: nothing is profiled"));
+}
+
+TEST_CASE("a profiled window has kiln's block cache serve blocks from 128 KiB, and restores the bound after",
+          "[train][profile]") {
+  // util/block_cache.h: the profiler's records would split the step's freed blocks
+  // below 2 MiB and its outputs fault in fresh pages every profiled step.
+  using kiln::heap::cached_blocks_from;
+  kiln::test::TempDir dir;
+  const auto options = kiln::train::ProfileOptions().first(2).last(3).memory(false);
+  REQUIRE(cached_blocks_from() == kiln::heap::kMinBlock);
+  {
+    kiln::train::StepProfiler profiler(options, dir / "profile", at::kCPU);
+    profiler.begin_step(1);
+    CHECK(cached_blocks_from() == kiln::heap::kMinBlock);
+    profiler.end_step(1);
+    profiler.begin_step(2);
+    REQUIRE(profiler.recording());
+    CHECK(cached_blocks_from() == kiln::heap::kProfiledMinBlock);
+    profiler.end_step(2);
+    profiler.begin_step(3);
+    CHECK(cached_blocks_from() == kiln::heap::kProfiledMinBlock);
+    REQUIRE(profiler.end_step(3).has_value());  // the window's end
+    CHECK(cached_blocks_from() == kiln::heap::kMinBlock);
+  }
+  {  // a run that throws inside the window: the profiler's destructor restores it
+    kiln::train::StepProfiler profiler(options, dir / "profile2", at::kCPU);
+    profiler.begin_step(2);
+    REQUIRE(profiler.recording());
+    CHECK(cached_blocks_from() == kiln::heap::kProfiledMinBlock);
+  }
+  CHECK(cached_blocks_from() == kiln::heap::kMinBlock);
 }

@@ -264,3 +264,40 @@ TEST_CASE("under kiln's training policy a large tensor made again after small al
   CHECK(faults < 16);
   for (void* r : records) std::free(r);
 }
+
+TEST_CASE("with the bound lowered for a profiled window, a 1.6 MB tensor made again after small allocations gets its warm pages back",
+          "[util][heap][block_cache][profile]") {
+  if (!cache_usable()) return;
+  // The default MLP's first-layer weight gradient at batch 32 (512 × 784 floats) is
+  // below kMinBlock: glibc's, split by the profiler's records in a profiled window.
+  kiln::heap::set_training_policy();
+  REQUIRE(kiln::heap::cache_large_blocks());
+  REQUIRE(kiln::heap::cached_blocks_from() == kiln::heap::kMinBlock);
+  const int64_t live0 = block_cache_stats().live_bytes;
+  {
+    const at::Tensor outside = at::empty({512, 784});  // the default bound: not the cache's
+    CHECK(block_cache_stats().live_bytes == live0);
+  }
+  kiln::heap::cache_blocks_from(kiln::heap::kProfiledMinBlock);
+  at::Tensor t = at::empty({512, 784});
+  CHECK(block_cache_stats().live_bytes == live0 + 512 * 784 * 4);
+  t.fill_(1.0f);
+  void* first = t.data_ptr();
+  t.reset();
+  std::vector<void*> records;
+  for (int i = 0; i < 4000; ++i) records.push_back(std::malloc(200 + i % 700));
+  const long faults_before = minor_faults();
+  at::Tensor again = at::empty({512, 784});
+  again.fill_(2.0f);
+  const long faults = minor_faults() - faults_before;
+  INFO("page faults " << faults);
+  CHECK(again.data_ptr() == first);
+  CHECK(faults < 16);
+  // Back to the default bound, a block the cache made still frees to it.
+  kiln::heap::cache_blocks_from(kiln::heap::kMinBlock);
+  const at::Tensor small = at::empty({512, 784});
+  CHECK(block_cache_stats().live_bytes == live0 + 512 * 784 * 4);
+  again.reset();
+  CHECK(block_cache_stats().live_bytes == live0);
+  for (void* r : records) std::free(r);
+}
