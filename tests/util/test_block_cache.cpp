@@ -39,6 +39,31 @@ void touch(void* p, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 4096) c[i] = 1;
 }
 
+// What a profiled window does between steps: a tensor of `sizes` is written and freed,
+// 4000 small allocations (the profiler's records) land in the C heap, and the same
+// size is made again and written. Where it came back, and the page faults it took.
+struct Remade {
+  bool same_place = false;
+  long faults = 0;
+  at::Tensor again;
+};
+Remade remake_after_small_allocations(at::IntArrayRef sizes) {
+  at::Tensor t = at::empty(sizes);
+  t.fill_(1.0f);
+  void* first = t.data_ptr();
+  t.reset();
+  std::vector<void*> records;
+  for (int i = 0; i < 4000; ++i) records.push_back(std::malloc(200 + i % 700));
+  const long faults_before = minor_faults();
+  Remade r;
+  r.again = at::empty(sizes);
+  r.again.fill_(2.0f);
+  r.faults = minor_faults() - faults_before;
+  r.same_place = r.again.data_ptr() == first;
+  for (void* p : records) std::free(p);
+  return r;
+}
+
 bool cache_usable() {
 #if defined(__SANITIZE_ADDRESS__)
   return kiln::test::skip("a sanitized build: the cache stays out of AddressSanitizer's way");
@@ -249,20 +274,10 @@ TEST_CASE("under kiln's training policy a large tensor made again after small al
   // step's large tensors. Under glibc alone (KILN_CPU_BLOCK_CACHE=off) the records
   // split the freed block and the next tensor faults in fresh pages.
   kiln::heap::set_training_policy();
-  at::Tensor t = at::empty({2 * 1024 * 1024});  // 8 MiB
-  t.fill_(1.0f);
-  void* first = t.data_ptr();
-  t.reset();
-  std::vector<void*> records;
-  for (int i = 0; i < 4000; ++i) records.push_back(std::malloc(200 + i % 700));
-  const long faults_before = minor_faults();
-  at::Tensor again = at::empty({2 * 1024 * 1024});
-  again.fill_(2.0f);
-  const long faults = minor_faults() - faults_before;
-  INFO("page faults " << faults);
-  CHECK(again.data_ptr() == first);
-  CHECK(faults < 16);
-  for (void* r : records) std::free(r);
+  const auto r = remake_after_small_allocations({2 * 1024 * 1024});  // 8 MiB
+  INFO("page faults " << r.faults);
+  CHECK(r.same_place);
+  CHECK(r.faults < 16);
 }
 
 TEST_CASE("with the bound lowered for a profiled window, a 1.6 MB tensor made again after small allocations gets its warm pages back",
@@ -279,25 +294,15 @@ TEST_CASE("with the bound lowered for a profiled window, a 1.6 MB tensor made ag
     CHECK(block_cache_stats().live_bytes == live0);
   }
   kiln::heap::cache_blocks_from(kiln::heap::kProfiledMinBlock);
-  at::Tensor t = at::empty({512, 784});
-  CHECK(block_cache_stats().live_bytes == live0 + 512 * 784 * 4);
-  t.fill_(1.0f);
-  void* first = t.data_ptr();
-  t.reset();
-  std::vector<void*> records;
-  for (int i = 0; i < 4000; ++i) records.push_back(std::malloc(200 + i % 700));
-  const long faults_before = minor_faults();
-  at::Tensor again = at::empty({512, 784});
-  again.fill_(2.0f);
-  const long faults = minor_faults() - faults_before;
-  INFO("page faults " << faults);
-  CHECK(again.data_ptr() == first);
-  CHECK(faults < 16);
+  auto r = remake_after_small_allocations({512, 784});
+  CHECK(block_cache_stats().live_bytes == live0 + 512 * 784 * 4);  // the cache's block
+  INFO("page faults " << r.faults);
+  CHECK(r.same_place);
+  CHECK(r.faults < 16);
   // Back to the default bound, a block the cache made still frees to it.
   kiln::heap::cache_blocks_from(kiln::heap::kMinBlock);
   const at::Tensor small = at::empty({512, 784});
   CHECK(block_cache_stats().live_bytes == live0 + 512 * 784 * 4);
-  again.reset();
+  r.again.reset();
   CHECK(block_cache_stats().live_bytes == live0);
-  for (void* r : records) std::free(r);
 }
