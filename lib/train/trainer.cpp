@@ -494,6 +494,16 @@ void Run::step(const data::Batch& batch) {
   schedule_->step();
 }
 
+namespace {
+// A one-element floating CPU tensor's value as a double: no dispatcher call (item()
+// is one, and a host read that the sync count of tests/train counts).
+double cpu_scalar(const at::Tensor& t) {
+  TORCH_CHECK(t.numel() == 1, "cpu_scalar: expected one element, got ", t.numel());
+  return AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "cpu_scalar",
+                                         [&] { return static_cast<double>(*t.const_data_ptr<scalar_t>()); });
+}
+}  // namespace
+
 void Run::write_step_values(const at::Tensor& loss, const at::Tensor& grad_norm) {
   if (unread_ == kUnreadRows) read_step_values();  // an observer's reads can move check_finite's
   if (!step_values_.defined())
@@ -504,9 +514,19 @@ void Run::write_step_values(const at::Tensor& loss, const at::Tensor& grad_norm)
     // never shown. One fill per kUnreadRows steps rather than one a step (on CUDA a launch).
     step_values_.select(1, 1).zero_();
   }
-  auto row = step_values_.select(0, unread_);
-  row.select(0, 0).copy_(loss);
-  if (grad_norm.defined()) row.select(0, 1).copy_(grad_norm);
+  if (step_values_.is_cpu() && loss.is_cpu() && (!grad_norm.defined() || grad_norm.is_cpu())) {
+    // On the CPU written in place: select, select and copy_ were three dispatcher
+    // calls and a TensorIterator a step. From the end of backward to the optimizer,
+    // 9.3 / 9.7 against 25.9 / 26.1 µs a step at batch 32 on the Intel Xeon (medians,
+    // alternated runs, docs/performance.md). The same widening to double.
+    double* row = step_values_.mutable_data_ptr<double>() + 2 * unread_;
+    row[0] = cpu_scalar(loss);
+    if (grad_norm.defined()) row[1] = cpu_scalar(grad_norm);
+  } else {
+    auto row = step_values_.select(0, unread_);
+    row.select(0, 0).copy_(loss);
+    if (grad_norm.defined()) row.select(0, 1).copy_(grad_norm);
+  }
   ++unread_;
   grad_norm_known_ = false;
 }
