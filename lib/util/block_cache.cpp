@@ -33,9 +33,9 @@ constexpr int64_t kMinIdleBound = int64_t{256} << 20;
 
 std::atomic<std::size_t> min_block{kMinBlock};  // cache_blocks_from()
 
-// n (kMinBlock or more) rounded up to an eighth of its power of two, a multiple of
-// 256 KiB: at most 12.5 % more than asked, and few enough classes that a step's sizes
-// find their blocks.
+// n (kMinBlock or more; from kProfiledMinBlock in a profiled window) rounded up to an
+// eighth of its power of two, a multiple of 256 KiB from 2 MiB: at most 12.5 % more
+// than asked, and few enough classes that a step's sizes find their blocks.
 std::size_t class_size(std::size_t n) {
   const std::size_t granule = std::bit_floor(n) / 8;
   return (n + granule - 1) / granule * granule;
