@@ -1,7 +1,14 @@
 // kiln::nn::Mlp: construction, initialisation and the forward pass.
 #include "nn/mlp.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/zeros.h>
+
+#include <array>
+#include <tuple>
+
 #include "nn/trace.h"
+#include "ops/ops.h"
 
 namespace kiln::nn {
 
@@ -39,6 +46,102 @@ torch::Tensor MlpImpl::forward(torch::Tensor x) {
   const size_t last = layers_->size() - 1;
   for (size_t i = 0; i < last; ++i) x = rule(*layers_[i]->as<Linear>(), x);  // (B, hidden[i])
   return traced(*this, layers_[last]->as<Linear>()->forward(x));  // (B, out_features)
+}
+
+bool MlpImpl::taped_supported() const {
+  const auto& name = options.activation().name();
+  return name == "relu" || name == "gelu";
+}
+
+torch::Tensor MlpImpl::forward_taped(const torch::Tensor& input, MlpTape& tape) {
+  TORCH_CHECK(taped_supported(), "Mlp: forward_taped: expected relu or gelu hidden layers, got ",
+              options.activation());
+  at::AutoDispatchBelowADInplaceOrView below;  // no graph: backward_taped is the backward
+  const bool gelu = options.activation().name() == "gelu";
+  const double p = is_training() ? options.dropout() : 0.0;  // random_dropout's rule
+  tape.inputs.clear();
+  tape.saved.clear();
+  tape.seeds.clear();
+  tape.dropout = p;
+  torch::Tensor x = input.flatten(1);  // (B, in_features)
+  const size_t last = layers_->size() - 1;
+  for (size_t i = 0; i <= last; ++i) {
+    auto& layer = *layers_[i]->as<Linear>();
+    const auto bias = layer.bias.defined() ? std::optional<torch::Tensor>(layer.bias) : std::nullopt;
+    tape.inputs.push_back(x);
+    if (i == last) return traced(*this, traced(layer, kiln::ops::linear(x, layer.weight, bias)));
+    // As LayerRule: linear_relu or linear_gelu (whose node keeps z), then dropout.
+    if (gelu) {
+      auto [y, z] = kiln::ops::linear_gelu_forward(x, layer.weight, bias);
+      tape.saved.push_back(std::move(z));
+      x = traced(layer, std::move(y));
+    } else {
+      x = traced(layer, kiln::ops::linear_relu(x, layer.weight, bias));
+      tape.saved.push_back(x);
+    }
+    if (p > 0.0) {  // a seed is any int64, negative ones too
+      tape.seeds.push_back(kiln::ops::dropout_seed());
+      x = kiln::ops::dropout(x, p, tape.seeds.back());
+    }
+  }
+  return x;  // not reached: the head is the last layer
+}
+
+namespace {
+// g into p's gradient as autograd's AccumulateGrad puts it there: taken as it is when
+// p has none (copied into p's strides where they differ), else added in place.
+void accumulate_grad(torch::Tensor& p, torch::Tensor g) {
+  if (!g.defined()) return;
+  auto& grad = p.mutable_grad();
+  if (grad.defined()) grad.add_(g);
+  else if (g.strides() == p.strides()) grad = std::move(g);
+  else grad = at::empty_like(p).copy_(g);
+}
+}  // namespace
+
+void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape) {
+  const size_t layers = layers_->size();
+  TORCH_CHECK(tape.inputs.size() == layers && tape.saved.size() + 1 == layers &&
+                  tape.seeds.size() + 1 == (tape.dropout > 0.0 ? layers : 1),
+              "Mlp: backward_taped: expected the tape of a forward_taped of these ", layers,
+              " layers, got ", tape.inputs.size(), " inputs");
+  at::AutoDispatchBelowADInplaceOrView below;
+  const bool gelu = options.activation().name() == "gelu";
+  // trains_before[i]: whether a layer before i has a parameter that requires a gradient,
+  // so that autograd would carry the gradient on into layer i's input.
+  std::vector<bool> trains_before(layers, false);
+  for (size_t i = 1; i < layers; ++i) {
+    const auto& prev = *layers_[i - 1]->as<Linear>();
+    trains_before[i] = trains_before[i - 1] || prev.weight.requires_grad() ||
+                       (prev.bias.defined() && prev.bias.requires_grad());
+  }
+  torch::Tensor g = grad;
+  for (size_t i = layers; i-- > 0;) {
+    auto& layer = *layers_[i]->as<Linear>();
+    const bool dw = layer.weight.requires_grad(), db = layer.bias.defined() && layer.bias.requires_grad();
+    if (!trains_before[i] && !dw && !db) break;  // autograd runs no node here or before
+    std::array<bool, 3> mask = {trains_before[i], dw, db};
+    torch::Tensor dbias;
+    if (i + 1 < layers) {  // the nodes after the product, last first: dropout, then the activation
+      if (tape.dropout > 0.0) g = kiln::ops::dropout(g, tape.dropout, tape.seeds[i]);
+      const auto& saved = tape.saved[i];
+      if (!gelu) {
+        g = kiln::ops::relu_backward(g, saved);
+      } else if (db && kiln::ops::linear_gelu_bias_grad_in_one_pass(saved)) {  // as linear_gelu's node
+        std::tie(g, dbias) = kiln::ops::bias_gelu_backward(g, saved, at::zeros({saved.size(-1)}, saved.options()));
+        mask[2] = false;
+      } else {
+        g = kiln::ops::gelu_backward(g, saved);
+      }
+    }
+    auto [dx, dweight, dsum] = kiln::ops::linear_backward(g, tape.inputs[i], layer.weight, mask);
+    accumulate_grad(layer.weight, std::move(dweight));
+    if (db) accumulate_grad(layer.bias, mask[2] ? std::move(dsum) : std::move(dbias));
+    g = std::move(dx);
+  }
+  tape.inputs.clear();
+  tape.saved.clear();
+  tape.seeds.clear();
 }
 
 void MlpImpl::pretty_print(std::ostream& stream) const {

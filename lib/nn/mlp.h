@@ -26,6 +26,16 @@ struct MlpOptions {
   TORCH_ARG(ActivationOptions, activation);
 };
 
+/// What a taped forward keeps for its backward, as autograd's nodes would: each layer's
+/// input; each hidden layer's activation output (relu: its mask is read from it) or
+/// pre-activation (gelu); the dropout probability it applied (0: none) and each hidden
+/// layer's dropout seed.
+struct MlpTape {
+  std::vector<at::Tensor> inputs, saved;
+  double dropout = 0.0;
+  std::vector<int64_t> seeds;
+};
+
 /// kiln::nn::Linear → activation (→ dropout) per hidden layer, then a linear head.
 /// Layers start as torch::nn::Linear does, whatever the activation.
 /// Example: kiln::nn::Mlp net(kiln::nn::MlpOptions(784, {512, 256}, 10));
@@ -37,6 +47,21 @@ class MlpImpl : public torch::nn::Cloneable<MlpImpl>, public OutputHead {
   /// x: (B, …) flattened to (B, in_features) → logits (B, out_features)
   torch::Tensor forward(torch::Tensor x);
   void pretty_print(std::ostream& stream) const override;
+  /// Whether the training step can run taped (forward_taped, backward_taped) instead
+  /// of through autograd's graph: relu or gelu hidden layers (or none), with or without
+  /// dropout; not sigmoid.
+  bool taped_supported() const;
+  /// forward(x) without autograd's graph, keeping in `tape` what backward_taped reads:
+  /// the same ops on the same operands (dropout's seeds drawn in the same order), so the
+  /// same logits bit for bit.
+  /// Example: MlpTape tape; auto logits = net->forward_taped(x, tape);
+  torch::Tensor forward_taped(const torch::Tensor& x, MlpTape& tape);
+  /// The backward autograd would run from `grad` (dloss/dlogits) through forward_taped's
+  /// layers: the same ops in the same order, each gradient only where a parameter
+  /// (or a layer before it) requires one, added into the parameters' .grad as
+  /// AccumulateGrad adds (set when undefined, added in place otherwise). Empties `tape`.
+  /// Example: net->backward_taped(kiln::ops::cross_entropy_backward(one, logits, y, lse), tape);
+  void backward_taped(const torch::Tensor& grad, MlpTape& tape);
   /// The last Linear's weight and bias: "layers.<hidden().size()>.weight", ….
   std::vector<std::string> head_parameters() const override;
 

@@ -74,6 +74,11 @@ at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& w, const std::opti
 /// product (NaN kept, as kiln::relu); backward masks the gradient by the saved output
 /// (no pre-activation kept). Example: auto h = kiln::ops::linear_relu(x, w, b);
 at::Tensor linear_relu(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b);
+/// Whether linear_gelu's backward takes dz and the bias gradient from one pass of
+/// bias_gelu_backward (with a zero bias) rather than gelu_backward and a column sum: where
+/// that op has a kernel for z's device. A backward outside autograd (nn::Mlp's taped
+/// step) asks it to run the same ops. Example: if (kiln::ops::linear_gelu_bias_grad_in_one_pass(z)) …
+bool linear_gelu_bias_grad_in_one_pass(const at::Tensor& z);
 /// (gelu(z), z) with z = x·wᵀ + b: the forward of linear_gelu, keeping z for backward.
 std::tuple<at::Tensor, at::Tensor> linear_gelu_forward(const at::Tensor& x, const at::Tensor& w,
                                                        const std::optional<at::Tensor>& b);

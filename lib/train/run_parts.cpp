@@ -1,7 +1,10 @@
 // The parts every run builds the same way: its data, model, optimizer and loss.
 #include "train/run_parts.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/Reduction.h>
 #include <ATen/ops/mse_loss.h>
+#include <ATen/ops/mse_loss_backward.h>
 
 #include <c10/util/Exception.h>
 
@@ -9,6 +12,7 @@
 
 #include "optim/factory.h"
 #include "ops/ops.h"
+#include "util/env_switch.h"
 #include "util/error.h"
 
 namespace kiln::train {
@@ -62,6 +66,30 @@ at::Tensor training_loss(const at::Tensor& output, const at::Tensor& targets,
   if (output.dim() == 3)  // (B, T, V) logits of every position, (B, T) targets
     return kiln::ops::cross_entropy(output.reshape({-1, output.size(2)}), targets.reshape(-1));
   return kiln::ops::cross_entropy(output, targets);
+}
+
+nn::MlpImpl* taped_step(torch::nn::Module& model, const PrecisionPlan& plan, bool data_parallel) {
+  static const bool off = util::env_switch("KILN_TAPED_STEP", {"auto", "off"}) == 1;
+  auto* mlp = dynamic_cast<nn::MlpImpl*>(&model);
+  if (off || mlp == nullptr || !mlp->taped_supported() || plan.autocast || plan.loss_scaling || data_parallel)
+    return nullptr;
+  return mlp;
+}
+
+TapedLoss taped_loss(const at::Tensor& output, const at::Tensor& targets, const data::DataSchema& schema) {
+  TORCH_CHECK(output.dim() == 2, "taped_loss: expected (B, outputs) model outputs, got ", output.sizes());
+  at::AutoDispatchBelowADInplaceOrView below;
+  if (schema.task == data::Task::kRegression) return {at::mse_loss(output.to(at::kFloat), targets), {}};
+  auto [loss, lse] = kiln::ops::cross_entropy_forward(output, targets);
+  return {std::move(loss), std::move(lse)};
+}
+
+at::Tensor taped_loss_backward(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& targets,
+                               const TapedLoss& saved, const data::DataSchema& schema) {
+  at::AutoDispatchBelowADInplaceOrView below;
+  if (schema.task == data::Task::kRegression)
+    return at::mse_loss_backward(grad, output.to(at::kFloat), targets, at::Reduction::Mean);
+  return kiln::ops::cross_entropy_backward(grad, output, targets, saved.lse);
 }
 
 }  // namespace kiln::train

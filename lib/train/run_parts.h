@@ -10,7 +10,9 @@
 
 #include "data/dataset.h"
 #include "nn/factory.h"
+#include "nn/mlp.h"
 #include "optim/spec.h"
+#include "train/amp.h"
 
 namespace kiln::train {
 
@@ -37,5 +39,29 @@ std::unique_ptr<torch::optim::Optimizer> build_optimizer(const optim::OptimizerS
 /// Example: auto loss = kiln::train::training_loss(model.forward(x), y, data.schema);
 at::Tensor training_loss(const at::Tensor& output, const at::Tensor& targets,
                          const data::DataSchema& schema);
+
+/// The model itself when its training step runs taped — nn::MlpImpl::forward_taped,
+/// the loss's forward and backward ops (taped_loss), backward_taped: the ops autograd's
+/// graph runs, in its order, with the same gradients bit for bit, without building the
+/// graph or running autograd's engine — else null, and the step runs through autograd.
+/// Taped: an Mlp with relu or gelu hidden layers (with dropout or without), fp32 (no
+/// autocast, no loss scaling), one process (data-parallel runs need autograd's hooks
+/// for the gradient reducer). KILN_TAPED_STEP=off keeps autograd everywhere (for A/B
+/// runs); any other value warns and means auto.
+/// Example: auto* mlp = kiln::train::taped_step(*model.ptr(), plan, false);
+nn::MlpImpl* taped_step(torch::nn::Module& model, const PrecisionPlan& plan, bool data_parallel);
+
+/// training_loss of a taped step, below autograd: the loss and what its backward reads
+/// (cross-entropy's log-sum-exp of each row; nothing for mean squared error).
+struct TapedLoss {
+  at::Tensor loss, lse;
+};
+/// Example: auto l = kiln::train::taped_loss(logits, y, schema);
+TapedLoss taped_loss(const at::Tensor& output, const at::Tensor& targets, const data::DataSchema& schema);
+/// The gradient autograd gives `output` through training_loss from `grad`, the loss's
+/// gradient: the op of the loss's node (cross_entropy_backward, mse_loss_backward).
+/// Example: auto g = kiln::train::taped_loss_backward(one, logits, y, l, schema);
+at::Tensor taped_loss_backward(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& targets,
+                               const TapedLoss& saved, const data::DataSchema& schema);
 
 }  // namespace kiln::train

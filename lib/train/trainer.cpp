@@ -18,6 +18,7 @@
 #include "dist/process_group.h"
 #include "dist/reducer.h"
 #include "nn/depth_sampled.h"
+#include "nn/mlp.h"
 #include "ops/cpu_bf16.h"
 #include "ops/ops.h"
 #include "optim/clip.h"
@@ -212,6 +213,10 @@ class Run {
   double last_grad_norm();
   at::Tensor step_values_;
   at::Tensor backward_seed_;  // the 1 the loss's backward starts from (step())
+  // The model when its step runs taped (nn::MlpImpl::forward_taped / backward_taped:
+  // the same ops as autograd's graph, without building it), else null: taped_step().
+  nn::MlpImpl* taped_ = nullptr;
+  nn::MlpTape tape_;
   int64_t unread_ = 0, unread_first_step_ = 0;
   bool grad_norm_known_ = false;  // grad_norm_ is the last step's
   struct NonFinite {
@@ -317,6 +322,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
                               device_, " can hold with room for their gradients and optimizer state"));
   }
   optimizer_ = build_optimizer(spec.optim, *module_);
+  taped_ = taped_step(*module_, plan_, spec.group != nullptr);
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.
   schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
@@ -449,23 +455,38 @@ void Run::step(const data::Batch& batch) {
     // earlier ones accumulated (DDP's no_sync before it).
     const bool reduce = reducer_ && i + 1 == xs.size();
     if (reduce) reducer_->prepare_for_forward();
+    at::Tensor output;  // the taped step's, for its backward
+    TapedLoss saved;
     {
       PhaseScope phase(traced, "forward");
-      AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
-      part = training_loss(model_.forward(data::model_inputs(xs[i], data_.schema)), ys[i], data_.schema);
+      if (taped_) {
+        output = taped_->forward_taped(data::model_inputs(xs[i], data_.schema), tape_);
+        saved = taped_loss(output, ys[i], data_.schema);
+        part = saved.loss;
+      } else {
+        AutocastGuard amp(device_.type(), plan_.dtype, plan_.autocast);  // the loss too
+        part = training_loss(model_.forward(data::model_inputs(xs[i], data_.schema)), ys[i], data_.schema);
+      }
     }
     if (probe) probe->forward_done();
     const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
     {
       PhaseScope phase(traced, "backward");
-      auto scaled = scaler_.scale(weight == 1.0 ? part : part * weight);
+      auto scaled = taped_ ? part : scaler_.scale(weight == 1.0 ? part : part * weight);
       if (reduce) reducer_->prepare_for_backward(scaled);
       // Backward starts from a 1 made once: backward() without one fills a new one each
       // step (ones_like: on CUDA an allocation and a launch).
       if (!backward_seed_.defined() || backward_seed_.scalar_type() != scaled.scalar_type() ||
           backward_seed_.device() != scaled.device() || backward_seed_.sizes() != scaled.sizes())
         backward_seed_ = at::ones(scaled.sizes(), scaled.options());  // fp16's scaled loss is (1)
-      scaled.backward(backward_seed_);
+      if (taped_) {
+        // The gradient autograd would give the output: the seed through part · weight
+        // (the same multiply), then the loss's backward op.
+        const auto seed = weight == 1.0 ? backward_seed_ : backward_seed_ * weight;
+        taped_->backward_taped(taped_loss_backward(seed, output, ys[i], saved, data_.schema), tape_);
+      } else {
+        scaled.backward(backward_seed_);
+      }
     }
     if (probe) activation_peak_ = std::max(activation_peak_, probe->bytes());
     const auto value = part.detach();

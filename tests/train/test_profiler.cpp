@@ -60,7 +60,7 @@ TEST_CASE("a profiled window writes a Chrome trace with kiln's ops, the phases a
     if (cat == "user_annotation") scopes.insert(name);
     if (name == "[memory]") ++memory_events;
   }
-  for (const char* op : {"kiln::linear", "kiln::linear_relu", "kiln::relu_backward", "kiln::cross_entropy",
+  for (const char* op : {"kiln::linear", "kiln::linear_relu", "kiln::relu_backward", "kiln::cross_entropy_forward",
                          "kiln::fused_adamw_", "kiln::grad_norm"}) {
     INFO(op);
     REQUIRE(ops.count(op));

@@ -197,6 +197,8 @@ at::Tensor linear_relu_autocast(const at::Tensor& x, const at::Tensor& w, const 
 
 }  // namespace
 
+bool linear_gelu_bias_grad_in_one_pass(const at::Tensor& z) { return bias_grad_in_gelu_pass(z); }
+
 TORCH_LIBRARY_IMPL(kiln, Autograd, m) {
   m.impl("linear", linear_autograd);
   m.impl("linear_gelu", linear_gelu_autograd);

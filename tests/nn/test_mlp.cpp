@@ -1,0 +1,158 @@
+// kiln::nn::Mlp's taped step (forward_taped, backward_taped: the trainer's step
+// without autograd's graph) against the same step through autograd, bit for bit:
+// logits, loss and every parameter's gradient, over shapes that take each product
+// path (few rows transposed, many rows, a linear model), relu and gelu, dropout,
+// micro-batches whose gradients add up, and frozen layers; and what it refuses.
+#include <ATen/ATen.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "nn/mlp.h"
+#include "ops/ops.h"
+#include "support.h"
+
+using kiln::nn::Mlp;
+using kiln::nn::MlpOptions;
+using kiln::nn::MlpTape;
+
+namespace {
+
+struct Case {
+  int64_t in;
+  std::vector<int64_t> hidden;
+  int64_t out, rows;
+  std::string activation = "relu";
+  double dropout = 0.0;
+};
+
+MlpOptions options_of(const Case& c) {
+  return MlpOptions(c.in, c.hidden, c.out).activation(c.activation).dropout(c.dropout);
+}
+
+// Two nets with the same parameters (the same seed).
+std::pair<Mlp, Mlp> twins(const Case& c, uint64_t seed) {
+  torch::manual_seed(seed);
+  Mlp a(options_of(c));
+  torch::manual_seed(seed);
+  Mlp b(options_of(c));
+  return {a, b};
+}
+
+// The trainer's autograd step for one micro-batch: loss · weight backward from a 1.
+at::Tensor autograd_part(Mlp& net, const at::Tensor& x, const at::Tensor& y, double weight, at::Tensor& logits) {
+  logits = net->forward(x);
+  auto loss = kiln::ops::cross_entropy(logits, y);
+  (weight == 1.0 ? loss : loss * weight).backward(at::ones({}));
+  return loss.detach();
+}
+
+// The trainer's taped step for one micro-batch.
+at::Tensor taped_part(Mlp& net, const at::Tensor& x, const at::Tensor& y, double weight, at::Tensor& logits) {
+  MlpTape tape;
+  logits = net->forward_taped(x, tape);
+  at::AutoDispatchBelowADInplaceOrView below;
+  auto [loss, lse] = kiln::ops::cross_entropy_forward(logits, y);
+  const auto one = at::ones({});
+  net->backward_taped(kiln::ops::cross_entropy_backward(weight == 1.0 ? one : one * weight, logits, y, lse), tape);
+  REQUIRE(tape.inputs.empty());  // released
+  return loss;
+}
+
+// Where the two nets' gradients differ ("" when none does): defined alike, equal bit for bit.
+std::string grads_differ(Mlp& a, Mlp& b) {
+  const auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (const auto& item : pa) {
+    const auto& ga = item.value().grad();
+    const auto& gb = pb[item.key()].grad();
+    if (ga.defined() != gb.defined()) return item.key() + ": defined in one only";
+    if (ga.defined() && !at::equal(ga, gb)) return item.key();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Mlp: the taped step gives autograd's logits, loss and gradients bit for bit", "[nn][mlp]") {
+  const std::vector<Case> cases = {
+      {784, {512, 256}, 10, 32},  // the default model at batch 32 (few rows: transposed on MKL)
+      {784, {512, 256}, 10, 128},
+      {13, {}, 3, 7},  // a linear model: the head alone
+      {20, {16, 9}, 5, 5},
+      {20, {16, 9, 4}, 5, 64},
+      {784, {512, 256}, 10, 32, "gelu"},  // gelu: bias_gelu_backward's one pass where it has a kernel
+      {20, {16, 9}, 5, 24, "gelu"},
+      {20, {16, 9}, 5, 24, "relu", 0.25},  // dropout: the same seeds drawn in the same order
+      {20, {16, 9}, 5, 24, "gelu", 0.5},
+  };
+  for (const auto& c : cases) {
+    INFO("in " << c.in << ", " << c.hidden.size() << " hidden layers, out " << c.out << ", rows " << c.rows
+                << ", " << c.activation << ", dropout " << c.dropout);
+    for (const int micro_batches : {1, 2}) {
+      INFO(micro_batches << " micro-batch(es)");
+      auto [a, b] = twins(c, 7);
+      const auto x = torch::randn({c.rows, c.in});
+      const auto y = torch::randint(0, c.out, {c.rows}, torch::kLong);
+      const int64_t micro = (c.rows + micro_batches - 1) / micro_batches;
+      const auto xs = x.split(micro), ys = y.split(micro);
+      for (size_t i = 0; i < xs.size(); ++i) {
+        torch::manual_seed(100 + i);  // dropout's seeds: each side draws its own, alike
+        const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(c.rows);
+        at::Tensor la, lb;
+        const auto loss_a = autograd_part(a, xs[i], ys[i], weight, la);
+        torch::manual_seed(100 + i);
+        const auto loss_b = taped_part(b, xs[i], ys[i], weight, lb);
+        REQUIRE_FALSE(lb.requires_grad());
+        REQUIRE(at::equal(la.detach(), lb));
+        REQUIRE(at::equal(loss_a, loss_b));
+      }
+      REQUIRE(grads_differ(a, b) == "");
+      for (const auto& p : b->parameters()) REQUIRE(p.grad().defined());
+    }
+  }
+}
+
+TEST_CASE("Mlp: the taped step leaves frozen parameters without gradients, as autograd does", "[nn][mlp]") {
+  for (const Case& c : {Case{20, {16, 9}, 5, 12}, Case{20, {16, 9}, 5, 12, "gelu", 0.2}}) {
+  INFO(c.activation << ", dropout " << c.dropout);
+  // Frozen: the first layer; the first two; the head only; the bias of the middle layer.
+  const std::vector<std::vector<std::string>> frozen = {
+      {"layers.0.weight", "layers.0.bias"},
+      {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"},
+      {"layers.2.weight", "layers.2.bias"},
+      {"layers.1.bias"},
+  };
+  for (const auto& names : frozen) {
+    INFO("frozen: " << names.front() << " (" << names.size() << " tensors)");
+    auto [a, b] = twins(c, 3);
+    for (auto* net : {&a, &b})
+      for (const auto& name : names) (*net)->named_parameters()[name].set_requires_grad(false);
+    const auto x = torch::randn({c.rows, c.in});
+    const auto y = torch::randint(0, c.out, {c.rows}, torch::kLong);
+    at::Tensor la, lb;
+    torch::manual_seed(5);
+    autograd_part(a, x, y, 1.0, la);
+    torch::manual_seed(5);
+    taped_part(b, x, y, 1.0, lb);
+    REQUIRE(at::equal(la.detach(), lb));
+    REQUIRE(grads_differ(a, b) == "");
+    for (const auto& name : names) REQUIRE_FALSE(b->named_parameters()[name].grad().defined());
+  }
+  }
+}
+
+TEST_CASE("Mlp: the taped step is for relu and gelu; it refuses sigmoid and a wrong tape", "[nn][mlp]") {
+  REQUIRE(Mlp(MlpOptions(4, {3}, 2))->taped_supported());
+  REQUIRE(Mlp(MlpOptions(4, {}, 2))->taped_supported());
+  REQUIRE(Mlp(MlpOptions(4, {3}, 2).activation("gelu").dropout(0.1))->taped_supported());
+  Mlp sigmoid(MlpOptions(4, {3}, 2).activation("sigmoid"));
+  REQUIRE_FALSE(sigmoid->taped_supported());
+  MlpTape tape;
+  REQUIRE_THROWS_WITH(sigmoid->forward_taped(torch::randn({2, 4}), tape),
+                      Catch::Contains("Mlp: forward_taped: expected relu or gelu hidden layers, got sigmoid"));
+  Mlp two(MlpOptions(4, {3}, 2)), three(MlpOptions(4, {3, 3}, 2));
+  two->forward_taped(torch::randn({2, 4}), tape);
+  REQUIRE_THROWS_WITH(three->backward_taped(torch::randn({2, 2}), tape),
+                      Catch::Contains("Mlp: backward_taped: expected the tape of a forward_taped of these 3 layers, got 2 inputs"));
+}
