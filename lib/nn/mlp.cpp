@@ -50,33 +50,55 @@ torch::Tensor MlpImpl::forward(torch::Tensor x) {
 
 bool MlpImpl::taped_supported() const {
   const auto& name = options.activation().name();
-  return name == "relu" || name == "gelu";
+  return name == "relu" || name == "gelu" || name == "sigmoid";
 }
 
-torch::Tensor MlpImpl::forward_taped(const torch::Tensor& input, MlpTape& tape) {
-  TORCH_CHECK(taped_supported(), "Mlp: forward_taped: expected relu or gelu hidden layers, got ",
-              options.activation());
-  at::AutoDispatchBelowADInplaceOrView below;  // no graph: backward_taped is the backward
-  const bool gelu = options.activation().name() == "gelu";
-  const double p = is_training() ? options.dropout() : 0.0;  // random_dropout's rule
-  tape.inputs.clear();
-  tape.saved.clear();
+namespace {
+// Empties the tape, keeping its vectors' capacity for the next step.
+void clear(MlpTape& tape) {
+  for (auto* v : {&tape.inputs, &tape.saved, &tape.weights}) v->clear();
   tape.seeds.clear();
+  tape.autocast.reset();
+  tape.dropout = 0.0;
+}
+}  // namespace
+
+torch::Tensor MlpImpl::forward_taped(const torch::Tensor& input, MlpTape& tape,
+                                     std::optional<at::ScalarType> autocast) {
+  TORCH_CHECK(taped_supported(), "Mlp: forward_taped: expected relu, gelu or sigmoid hidden layers, got ",
+              options.activation());
+  TORCH_CHECK(!autocast || *autocast == at::kBFloat16 || *autocast == at::kHalf,
+              "Mlp: forward_taped: autocast: expected bfloat16 or float16, got ", *autocast);
+  at::AutoDispatchBelowADInplaceOrView below;  // no graph: backward_taped is the backward
+  const Activation act(options.activation(), "Mlp");
+  const auto& name = options.activation().name();
+  const double p = is_training() ? options.dropout() : 0.0;  // random_dropout's rule
+  clear(tape);
+  tape.autocast = autocast;
   tape.dropout = p;
+  // The lower precision copy the linear ops' autocast kernels would make (none in fp32).
+  const auto lower = [&](const torch::Tensor& t) { return autocast ? kiln::ops::autocast_cast(t, *autocast) : t; };
   torch::Tensor x = input.flatten(1);  // (B, in_features)
   const size_t last = layers_->size() - 1;
   for (size_t i = 0; i <= last; ++i) {
     auto& layer = *layers_[i]->as<Linear>();
-    const auto bias = layer.bias.defined() ? std::optional<torch::Tensor>(layer.bias) : std::nullopt;
+    x = lower(x);
+    const auto w = lower(layer.weight);
+    const auto bias = layer.bias.defined() ? std::optional<torch::Tensor>(lower(layer.bias)) : std::nullopt;
     tape.inputs.push_back(x);
-    if (i == last) return traced(*this, traced(layer, kiln::ops::linear(x, layer.weight, bias)));
-    // As LayerRule: linear_relu or linear_gelu (whose node keeps z), then dropout.
-    if (gelu) {
-      auto [y, z] = kiln::ops::linear_gelu_forward(x, layer.weight, bias);
+    if (autocast) tape.weights.push_back(w);
+    if (i == last) return traced(*this, traced(layer, kiln::ops::linear(x, w, bias)));
+    // As LayerRule: linear_relu or linear_gelu (whose node keeps z), or linear then
+    // sigmoid (whose node keeps its output); then dropout.
+    if (name == "gelu") {
+      auto [y, z] = kiln::ops::linear_gelu_forward(x, w, bias);
       tape.saved.push_back(std::move(z));
       x = traced(layer, std::move(y));
+    } else if (name == "sigmoid") {
+      x = act.apply(traced(layer, kiln::ops::linear(x, w, bias)));
+      tape.saved.push_back(x);
     } else {
-      x = traced(layer, kiln::ops::linear_relu(x, layer.weight, bias));
+      x = traced(layer, kiln::ops::linear_relu(x, w, bias));
       tape.saved.push_back(x);
     }
     if (p > 0.0) {  // a seed is any int64, negative ones too
@@ -102,11 +124,13 @@ void accumulate_grad(torch::Tensor& p, torch::Tensor g) {
 void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape) {
   const size_t layers = layers_->size();
   TORCH_CHECK(tape.inputs.size() == layers && tape.saved.size() + 1 == layers &&
-                  tape.seeds.size() + 1 == (tape.dropout > 0.0 ? layers : 1),
+                  tape.seeds.size() + 1 == (tape.dropout > 0.0 ? layers : 1) &&
+                  tape.weights.size() == (tape.autocast ? layers : 0),
               "Mlp: backward_taped: expected the tape of a forward_taped of these ", layers,
               " layers, got ", tape.inputs.size(), " inputs");
   at::AutoDispatchBelowADInplaceOrView below;
-  const bool gelu = options.activation().name() == "gelu";
+  const auto& name = options.activation().name();
+  const double beta = options.activation().sigmoid_beta(), clip = options.activation().sigmoid_grad_clip();
   // trains_before[i]: whether a layer before i has a parameter that requires a gradient,
   // so that autograd would carry the gradient on into layer i's input.
   std::vector<bool> trains_before(layers, false);
@@ -115,6 +139,11 @@ void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape) {
     trains_before[i] = trains_before[i - 1] || prev.weight.requires_grad() ||
                        (prev.bias.defined() && prev.bias.requires_grad());
   }
+  // A parameter's gradient from the product's: cast back as the autocast cast's node does.
+  const auto back = [](torch::Tensor g, const torch::Tensor& p) {
+    return g.defined() && g.scalar_type() != p.scalar_type() ? kiln::ops::autocast_cast_backward(g, p.scalar_type())
+                                                             : g;
+  };
   torch::Tensor g = grad;
   for (size_t i = layers; i-- > 0;) {
     auto& layer = *layers_[i]->as<Linear>();
@@ -125,8 +154,10 @@ void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape) {
     if (i + 1 < layers) {  // the nodes after the product, last first: dropout, then the activation
       if (tape.dropout > 0.0) g = kiln::ops::dropout(g, tape.dropout, tape.seeds[i]);
       const auto& saved = tape.saved[i];
-      if (!gelu) {
+      if (name == "relu") {
         g = kiln::ops::relu_backward(g, saved);
+      } else if (name == "sigmoid") {
+        g = kiln::ops::sigmoid_backward(g, saved, beta, clip > 0 ? std::optional<double>(clip) : std::nullopt);
       } else if (db && kiln::ops::linear_gelu_bias_grad_in_one_pass(saved)) {  // as linear_gelu's node
         std::tie(g, dbias) = kiln::ops::bias_gelu_backward(g, saved, at::zeros({saved.size(-1)}, saved.options()));
         mask[2] = false;
@@ -134,14 +165,13 @@ void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape) {
         g = kiln::ops::gelu_backward(g, saved);
       }
     }
-    auto [dx, dweight, dsum] = kiln::ops::linear_backward(g, tape.inputs[i], layer.weight, mask);
-    accumulate_grad(layer.weight, std::move(dweight));
-    if (db) accumulate_grad(layer.bias, mask[2] ? std::move(dsum) : std::move(dbias));
+    const auto& w = tape.autocast ? tape.weights[i] : layer.weight;
+    auto [dx, dweight, dsum] = kiln::ops::linear_backward(g, tape.inputs[i], w, mask);
+    if (dw) accumulate_grad(layer.weight, back(std::move(dweight), layer.weight));
+    if (db) accumulate_grad(layer.bias, back(mask[2] ? std::move(dsum) : std::move(dbias), layer.bias));
     g = std::move(dx);
   }
-  tape.inputs.clear();
-  tape.saved.clear();
-  tape.seeds.clear();
+  clear(tape);
 }
 
 void MlpImpl::pretty_print(std::ostream& stream) const {

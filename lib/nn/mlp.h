@@ -5,6 +5,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
 
+#include <optional>
 #include <vector>
 
 #include "nn/activation.h"
@@ -27,11 +28,13 @@ struct MlpOptions {
 };
 
 /// What a taped forward keeps for its backward, as autograd's nodes would: each layer's
-/// input; each hidden layer's activation output (relu: its mask is read from it) or
-/// pre-activation (gelu); the dropout probability it applied (0: none) and each hidden
-/// layer's dropout seed.
+/// input; each hidden layer's activation output (relu, sigmoid: their gradients read it)
+/// or pre-activation (gelu); under autocast the lower-precision copy of each layer's
+/// weight its products used (else none: the parameters themselves); the
+/// dropout probability it applied (0: none) and each hidden layer's dropout seed.
 struct MlpTape {
-  std::vector<at::Tensor> inputs, saved;
+  std::vector<at::Tensor> inputs, saved, weights;
+  std::optional<at::ScalarType> autocast;
   double dropout = 0.0;
   std::vector<int64_t> seeds;
 };
@@ -48,17 +51,21 @@ class MlpImpl : public torch::nn::Cloneable<MlpImpl>, public OutputHead {
   torch::Tensor forward(torch::Tensor x);
   void pretty_print(std::ostream& stream) const override;
   /// Whether the training step can run taped (forward_taped, backward_taped) instead
-  /// of through autograd's graph: relu or gelu hidden layers (or none), with or without
-  /// dropout; not sigmoid.
+  /// of through autograd's graph: every Mlp (relu, gelu or sigmoid hidden layers, or
+  /// none; with or without dropout).
   bool taped_supported() const;
   /// forward(x) without autograd's graph, keeping in `tape` what backward_taped reads:
   /// the same ops on the same operands (dropout's seeds drawn in the same order), so the
-  /// same logits bit for bit.
-  /// Example: MlpTape tape; auto logits = net->forward_taped(x, tape);
-  torch::Tensor forward_taped(const torch::Tensor& x, MlpTape& tape);
+  /// same logits bit for bit. `autocast` (bfloat16 or float16): forward(x) under
+  /// autocast in that dtype — each layer's input, weight and bias cast as the linear
+  /// ops' autocast kernels cast them (kiln::ops::autocast_cast), the ops run in it.
+  /// Example: MlpTape tape; auto logits = net->forward_taped(x, tape, at::kBFloat16);
+  torch::Tensor forward_taped(const torch::Tensor& x, MlpTape& tape,
+                              std::optional<at::ScalarType> autocast = std::nullopt);
   /// The backward autograd would run from `grad` (dloss/dlogits) through forward_taped's
   /// layers: the same ops in the same order, each gradient only where a parameter
-  /// (or a layer before it) requires one, added into the parameters' .grad as
+  /// (or a layer before it) requires one, cast back to the parameter's dtype where
+  /// autocast cast it (as the cast's node does) and added into the parameters' .grad as
   /// AccumulateGrad adds (set when undefined, added in place otherwise). Empties `tape`.
   /// Example: net->backward_taped(kiln::ops::cross_entropy_backward(one, logits, y, lse), tape);
   void backward_taped(const torch::Tensor& grad, MlpTape& tape);

@@ -16,6 +16,16 @@ namespace kiln::ops {
 /// the gradient is cast back. Kiln's autocast kernels cast with it on the CPU.
 /// Example: auto xb = kiln::ops::cast(x, at::kBFloat16);
 at::Tensor cast(const at::Tensor& x, at::ScalarType dtype);
+/// t in autocast's `dtype` as kiln's autocast kernels cast an operand (ops/autocast.h),
+/// for code that runs an autocast region's ops below autocast (nn::Mlp's taped step):
+/// a strided CPU tensor through kiln::cast, any other through at::to (the cast autocast's
+/// cache holds); a tensor autocast leaves alone (undefined, not floating, float64,
+/// already in `dtype`) as it is. Example: auto wb = kiln::ops::autocast_cast(w, at::kBFloat16);
+at::Tensor autocast_cast(const at::Tensor& t, at::ScalarType dtype);
+/// The gradient of autocast_cast(t, ·) back in t's dtype `from`, as that cast's graph
+/// node gives it: kiln::cast for a strided CPU tensor, at::to for any other.
+/// Example: auto gw = kiln::ops::autocast_cast_backward(gwb, at::kFloat);
+at::Tensor autocast_cast_backward(const at::Tensor& grad, at::ScalarType from);
 
 /// y = max(x, 0), differentiable twice. Example: auto y = kiln::ops::relu(x);
 at::Tensor relu(const at::Tensor& x);

@@ -68,28 +68,38 @@ at::Tensor training_loss(const at::Tensor& output, const at::Tensor& targets,
   return kiln::ops::cross_entropy(output, targets);
 }
 
-nn::MlpImpl* taped_step(torch::nn::Module& model, const PrecisionPlan& plan, bool data_parallel) {
+nn::MlpImpl* taped_step(torch::nn::Module& model, bool data_parallel) {
   static const bool off = util::env_switch("KILN_TAPED_STEP", {"auto", "off"}) == 1;
   auto* mlp = dynamic_cast<nn::MlpImpl*>(&model);
-  if (off || mlp == nullptr || !mlp->taped_supported() || plan.autocast || plan.loss_scaling || data_parallel)
-    return nullptr;
+  if (off || mlp == nullptr || !mlp->taped_supported() || data_parallel) return nullptr;
   return mlp;
 }
 
+// Lower-precision outputs (autocast's) go to the loss in float32: cross-entropy's
+// autocast kernel casts its logits with kiln::ops::autocast_cast's cast; training_loss
+// casts a regression's outputs with at::to itself.
 TapedLoss taped_loss(const at::Tensor& output, const at::Tensor& targets, const data::DataSchema& schema) {
   TORCH_CHECK(output.dim() == 2, "taped_loss: expected (B, outputs) model outputs, got ", output.sizes());
   at::AutoDispatchBelowADInplaceOrView below;
-  if (schema.task == data::Task::kRegression) return {at::mse_loss(output.to(at::kFloat), targets), {}};
-  auto [loss, lse] = kiln::ops::cross_entropy_forward(output, targets);
-  return {std::move(loss), std::move(lse)};
+  if (schema.task == data::Task::kRegression) {
+    auto input = output.to(at::kFloat);
+    auto loss = at::mse_loss(input, targets);
+    return {std::move(loss), {}, std::move(input)};
+  }
+  auto input = kiln::ops::autocast_cast(output, at::kFloat);
+  auto [loss, lse] = kiln::ops::cross_entropy_forward(input, targets);
+  return {std::move(loss), std::move(lse), std::move(input)};
 }
 
 at::Tensor taped_loss_backward(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& targets,
                                const TapedLoss& saved, const data::DataSchema& schema) {
   at::AutoDispatchBelowADInplaceOrView below;
-  if (schema.task == data::Task::kRegression)
-    return at::mse_loss_backward(grad, output.to(at::kFloat), targets, at::Reduction::Mean);
-  return kiln::ops::cross_entropy_backward(grad, output, targets, saved.lse);
+  if (schema.task == data::Task::kRegression) {  // then ToCopyBackward0's at::to
+    const auto g = at::mse_loss_backward(grad, saved.input, targets, at::Reduction::Mean);
+    return g.scalar_type() == output.scalar_type() ? g : g.to(output.scalar_type());
+  }
+  const auto g = kiln::ops::cross_entropy_backward(grad, saved.input, targets, saved.lse);
+  return kiln::ops::autocast_cast_backward(g, output.scalar_type());
 }
 
 }  // namespace kiln::train

@@ -44,17 +44,19 @@ at::Tensor training_loss(const at::Tensor& output, const at::Tensor& targets,
 /// the loss's forward and backward ops (taped_loss), backward_taped: the ops autograd's
 /// graph runs, in its order, with the same gradients bit for bit, without building the
 /// graph or running autograd's engine — else null, and the step runs through autograd.
-/// Taped: an Mlp with relu or gelu hidden layers (with dropout or without), fp32 (no
-/// autocast, no loss scaling), one process (data-parallel runs need autograd's hooks
-/// for the gradient reducer). KILN_TAPED_STEP=off keeps autograd everywhere (for A/B
-/// runs); any other value warns and means auto.
-/// Example: auto* mlp = kiln::train::taped_step(*model.ptr(), plan, false);
-nn::MlpImpl* taped_step(torch::nn::Module& model, const PrecisionPlan& plan, bool data_parallel);
+/// Taped: an Mlp (relu, gelu or sigmoid hidden layers, with dropout or without) in any
+/// precision (fp32; bf16 and fp16 autocast, fp16's loss scaling included), one process
+/// (data-parallel runs need autograd's hooks for the gradient reducer).
+/// KILN_TAPED_STEP=off keeps autograd everywhere (for A/B runs); any other value warns
+/// and means auto.
+/// Example: auto* mlp = kiln::train::taped_step(*model.ptr(), false);
+nn::MlpImpl* taped_step(torch::nn::Module& model, bool data_parallel);
 
 /// training_loss of a taped step, below autograd: the loss and what its backward reads
-/// (cross-entropy's log-sum-exp of each row; nothing for mean squared error).
+/// (cross-entropy's log-sum-exp of each row, none for mean squared error; the float32
+/// outputs the loss read: the model's own, or their cast from autocast's dtype).
 struct TapedLoss {
-  at::Tensor loss, lse;
+  at::Tensor loss, lse, input;
 };
 /// Example: auto l = kiln::train::taped_loss(logits, y, schema);
 TapedLoss taped_loss(const at::Tensor& output, const at::Tensor& targets, const data::DataSchema& schema);

@@ -322,7 +322,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
                               device_, " can hold with room for their gradients and optimizer state"));
   }
   optimizer_ = build_optimizer(spec.optim, *module_);
-  taped_ = taped_step(*module_, plan_, spec.group != nullptr);
+  taped_ = taped_step(*module_, spec.group != nullptr);
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.
   schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
@@ -460,7 +460,8 @@ void Run::step(const data::Batch& batch) {
     {
       PhaseScope phase(traced, "forward");
       if (taped_) {
-        output = taped_->forward_taped(data::model_inputs(xs[i], data_.schema), tape_);
+        output = taped_->forward_taped(data::model_inputs(xs[i], data_.schema), tape_,
+                                       plan_.autocast ? std::optional(plan_.dtype) : std::nullopt);
         saved = taped_loss(output, ys[i], data_.schema);
         part = saved.loss;
       } else {
@@ -472,7 +473,7 @@ void Run::step(const data::Batch& batch) {
     const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(rows);
     {
       PhaseScope phase(traced, "backward");
-      auto scaled = taped_ ? part : scaler_.scale(weight == 1.0 ? part : part * weight);
+      const auto scaled = taped_ ? part : scaler_.scale(weight == 1.0 ? part : part * weight);
       if (reduce) reducer_->prepare_for_backward(scaled);
       // Backward starts from a 1 made once: backward() without one fills a new one each
       // step (ones_like: on CUDA an allocation and a launch).
@@ -480,9 +481,12 @@ void Run::step(const data::Batch& batch) {
           backward_seed_.device() != scaled.device() || backward_seed_.sizes() != scaled.sizes())
         backward_seed_ = at::ones(scaled.sizes(), scaled.options());  // fp16's scaled loss is (1)
       if (taped_) {
-        // The gradient autograd would give the output: the seed through part · weight
-        // (the same multiply), then the loss's backward op.
-        const auto seed = weight == 1.0 ? backward_seed_ : backward_seed_ * weight;
+        // The gradient autograd would give the output: the seed through the scaler's
+        // part · scale (fp16: a (1) tensor times the (1) scale, reduced to part's shape,
+        // one value, as autograd reduces it) and part · weight (the same multiplies),
+        // then the loss's backward op.
+        auto seed = scaler_.enabled() ? scaler_.scale(backward_seed_).reshape(part.sizes()) : backward_seed_;
+        if (weight != 1.0) seed = seed * weight;
         taped_->backward_taped(taped_loss_backward(seed, output, ys[i], saved, data_.schema), tape_);
       } else {
         scaled.backward(backward_seed_);

@@ -1,8 +1,9 @@
-// The trainer's taped step (train::taped_step): a run of the default MLP (cross-entropy,
-// micro-batches) and a CSV regression (mean squared error) train to the same weights
-// and log the same losses as the same runs through autograd (KILN_TAPED_STEP=off, in a
-// child process: the switch is read once a process), whose traces show autograd's
-// engine where the taped ones show none; and which runs keep autograd.
+// The trainer's taped step (train::taped_step): runs of the default MLP (cross-entropy,
+// micro-batches; gelu and sigmoid; bf16 autocast, fp16 with its loss scaling) and CSV
+// regressions (mean squared error, fp32 and bf16) train to the same weights and log the
+// same losses as the same runs through autograd (KILN_TAPED_STEP=off, in a child
+// process: the switch is read once a process), whose traces show autograd's engine
+// where the taped ones show none; and which runs keep autograd.
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -102,37 +103,51 @@ TEST_CASE("a taped run trains to autograd's weights and losses bit for bit, with
                                                         "train.threads=1", "model.activation=\"gelu\"",
                                                         "model.dropout=0.2"});
   }
-  SECTION("a CSV regression (mean squared error) with two hidden layers") {
-    kiln::test::TempDir data;
-    const auto csv = data / "table.csv";
-    std::ofstream out(csv);
-    out << "a,b,c,y\n";
-    for (int i = 0; i < 200; ++i) {
-      const double a = (i % 17) / 4.0, b = (i % 5) - 2.0, c = (i * 7 % 11) / 3.0;
-      out << a << ',' << b << ',' << c << ',' << 3.0 * a - 2.0 * b + 0.5 * a * c + 0.1 * (i % 3) << '\n';
+  SECTION("sigmoid (its beta and gradient clip) with dropout") {
+    require_taped_equals_autograd("configs/tiny.toml", {"data.train_limit=640", "data.test_limit=200",
+                                                        "train.threads=1", "model.activation=\"sigmoid\"",
+                                                        "model.sigmoid_beta=2.0", "model.sigmoid_grad_clip=0.3",
+                                                        "model.dropout=0.1"});
+  }
+  SECTION("bf16 autocast, two micro-batches a step") {
+    require_taped_equals_autograd("configs/tiny.toml", {"data.train_limit=640", "data.test_limit=200",
+                                                        "train.threads=1", "train.precision=\"bf16\"",
+                                                        "train.accumulate=2"});
+  }
+  SECTION("fp16 autocast and its loss scaling, gelu") {
+    require_taped_equals_autograd("configs/tiny.toml", {"data.train_limit=640", "data.test_limit=200",
+                                                        "train.threads=1", "train.precision=\"fp16\"",
+                                                        "model.activation=\"gelu\"", "train.accumulate=2"});
+  }
+  for (const char* precision : {"fp32", "bf16"}) {
+    DYNAMIC_SECTION("a CSV regression (mean squared error) with two hidden layers, " << precision) {
+      kiln::test::TempDir data;
+      const auto csv = data / "table.csv";
+      std::ofstream out(csv);
+      out << "a,b,c,y\n";
+      for (int i = 0; i < 200; ++i) {
+        const double a = (i % 17) / 4.0, b = (i % 5) - 2.0, c = (i * 7 % 11) / 3.0;
+        out << a << ',' << b << ',' << c << ',' << 3.0 * a - 2.0 * b + 0.5 * a * c + 0.1 * (i % 3) << '\n';
+      }
+      out.close();
+      require_taped_equals_autograd("configs/penguins_mass.toml",
+                                    {"data.train=" + csv, "data.label=\"y\"", "data.features=[]",
+                                     "model.hidden=[16, 8]", "train.epochs=3", "train.threads=1",
+                                     std::string("train.precision=\"") + precision + "\""});
     }
-    out.close();
-    require_taped_equals_autograd("configs/penguins_mass.toml",
-                                  {"data.train=" + csv, "data.label=\"y\"", "data.features=[]",
-                                   "model.hidden=[16, 8]", "train.epochs=3", "train.threads=1"});
   }
 }
 
-TEST_CASE("taped_step: an MLP with relu or gelu in fp32 alone; autograd for sigmoid, other models, precisions and DDP",
+TEST_CASE("taped_step: every MLP in every precision in one process; autograd for other models and DDP",
           "[train][taped]") {
   using kiln::train::taped_step;
-  const auto fp32 = kiln::train::precision_plan("fp32", at::kCPU);
-  const auto bf16 = kiln::train::precision_plan("bf16", at::kCPU);
-  const auto fp16 = kiln::train::precision_plan("fp16", at::kCPU);
   kiln::nn::Mlp relu(kiln::nn::MlpOptions(4, {3}, 2));
   kiln::nn::Mlp gelu(kiln::nn::MlpOptions(4, {3}, 2).activation("gelu").dropout(0.1));
   kiln::nn::Mlp sigmoid(kiln::nn::MlpOptions(4, {3}, 2).activation("sigmoid"));
   torch::nn::Linear other(4, 2);
-  REQUIRE(taped_step(*relu, fp32, false) == relu.get());
-  REQUIRE(taped_step(*relu, bf16, false) == nullptr);
-  REQUIRE(taped_step(*relu, fp16, false) == nullptr);
-  REQUIRE(taped_step(*relu, fp32, true) == nullptr);
-  REQUIRE(taped_step(*gelu, fp32, false) == gelu.get());
-  REQUIRE(taped_step(*sigmoid, fp32, false) == nullptr);
-  REQUIRE(taped_step(*other, fp32, false) == nullptr);
+  REQUIRE(taped_step(*relu, false) == relu.get());
+  REQUIRE(taped_step(*relu, true) == nullptr);
+  REQUIRE(taped_step(*gelu, false) == gelu.get());
+  REQUIRE(taped_step(*sigmoid, false) == sigmoid.get());
+  REQUIRE(taped_step(*other, false) == nullptr);
 }

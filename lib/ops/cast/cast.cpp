@@ -30,7 +30,23 @@ at::Tensor cast_autograd(const at::Tensor& x, at::ScalarType dtype) {
   return record_or_call<CastFunction>(&kiln::ops::cast, x, dtype);
 }
 
+// Whether autocast_cast goes through kiln::cast, as autocast::cast<CPU> does.
+bool kiln_casts(const at::Tensor& t) { return t.is_cpu() && t.layout() == at::kStrided; }
+
 }  // namespace
+
+at::Tensor autocast_cast(const at::Tensor& t, at::ScalarType dtype) {
+  // at::autocast::is_eligible: a floating tensor but float64 (on the region's device).
+  if (!t.defined() || !t.is_floating_point() || t.scalar_type() == at::kDouble || t.scalar_type() == dtype)
+    return t;
+  return kiln_casts(t) ? kiln::ops::cast(t, dtype) : t.to(dtype);
+}
+
+at::Tensor autocast_cast_backward(const at::Tensor& grad, at::ScalarType from) {
+  if (!grad.defined() || grad.scalar_type() == from) return grad;
+  // CastFunction's backward above; ToCopyBackward0's (at::to) for autocast's at::to.
+  return kiln_casts(grad) ? kiln::ops::cast(grad, from) : grad.to(from);
+}
 
 TORCH_LIBRARY_IMPL(kiln, Autograd, m) { m.impl("cast", cast_autograd); }
 
