@@ -54,17 +54,18 @@ bool MlpImpl::taped_supported() const {
 }
 
 namespace {
-// Empties the tape, keeping its vectors' capacity for the next step.
-void clear(MlpTape& tape) {
-  for (auto* v : {&tape.inputs, &tape.saved, &tape.weights}) v->clear();
+// Empties the tape (its casts too unless `keep_casts`), keeping its vectors' capacity
+// for the next micro-batch.
+void clear(MlpTape& tape, bool keep_casts) {
+  for (auto* v : {&tape.inputs, &tape.saved}) v->clear();
+  if (!keep_casts) tape.casts.clear();
   tape.seeds.clear();
-  tape.autocast.reset();
   tape.dropout = 0.0;
 }
 }  // namespace
 
 torch::Tensor MlpImpl::forward_taped(const torch::Tensor& input, MlpTape& tape,
-                                     std::optional<at::ScalarType> autocast) {
+                                     std::optional<at::ScalarType> autocast, bool reuse_casts) {
   TORCH_CHECK(taped_supported(), "Mlp: forward_taped: expected relu, gelu or sigmoid hidden layers, got ",
               options.activation());
   TORCH_CHECK(!autocast || *autocast == at::kBFloat16 || *autocast == at::kHalf,
@@ -73,20 +74,27 @@ torch::Tensor MlpImpl::forward_taped(const torch::Tensor& input, MlpTape& tape,
   const Activation act(options.activation(), "Mlp");
   const auto& name = options.activation().name();
   const double p = is_training() ? options.dropout() : 0.0;  // random_dropout's rule
-  clear(tape);
+  const size_t last = layers_->size() - 1;
+  // The casts of an earlier micro-batch of this step, where asked and made for these
+  // layers in this dtype: the same values autocast would make again.
+  const bool reuse = reuse_casts && autocast && tape.autocast == autocast && tape.casts.size() == 2 * (last + 1);
+  clear(tape, reuse);
   tape.autocast = autocast;
   tape.dropout = p;
   // The lower precision copy the linear ops' autocast kernels would make (none in fp32).
   const auto lower = [&](const torch::Tensor& t) { return autocast ? kiln::ops::autocast_cast(t, *autocast) : t; };
   torch::Tensor x = input.flatten(1);  // (B, in_features)
-  const size_t last = layers_->size() - 1;
   for (size_t i = 0; i <= last; ++i) {
     auto& layer = *layers_[i]->as<Linear>();
     x = lower(x);
-    const auto w = lower(layer.weight);
-    const auto bias = layer.bias.defined() ? std::optional<torch::Tensor>(lower(layer.bias)) : std::nullopt;
+    if (autocast && !reuse) {
+      tape.casts.push_back(lower(layer.weight));
+      tape.casts.push_back(lower(layer.bias));  // undefined without a bias
+    }
+    const auto& w = autocast ? tape.casts[2 * i] : layer.weight;
+    const auto& b = autocast ? tape.casts[2 * i + 1] : layer.bias;
+    const auto bias = b.defined() ? std::optional<torch::Tensor>(b) : std::nullopt;
     tape.inputs.push_back(x);
-    if (autocast) tape.weights.push_back(w);
     if (i == last) return traced(*this, traced(layer, kiln::ops::linear(x, w, bias)));
     // As LayerRule: linear_relu or linear_gelu (whose node keeps z), or linear then
     // sigmoid (whose node keeps its output); then dropout.
@@ -121,11 +129,11 @@ void accumulate_grad(torch::Tensor& p, torch::Tensor g) {
 }
 }  // namespace
 
-void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape) {
+void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape, bool keep_casts) {
   const size_t layers = layers_->size();
   TORCH_CHECK(tape.inputs.size() == layers && tape.saved.size() + 1 == layers &&
                   tape.seeds.size() + 1 == (tape.dropout > 0.0 ? layers : 1) &&
-                  tape.weights.size() == (tape.autocast ? layers : 0),
+                  tape.casts.size() == (tape.autocast ? 2 * layers : 0),
               "Mlp: backward_taped: expected the tape of a forward_taped of these ", layers,
               " layers, got ", tape.inputs.size(), " inputs");
   at::AutoDispatchBelowADInplaceOrView below;
@@ -165,13 +173,14 @@ void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape) {
         g = kiln::ops::gelu_backward(g, saved);
       }
     }
-    const auto& w = tape.autocast ? tape.weights[i] : layer.weight;
+    const auto& w = tape.autocast ? tape.casts[2 * i] : layer.weight;
     auto [dx, dweight, dsum] = kiln::ops::linear_backward(g, tape.inputs[i], w, mask);
     if (dw) accumulate_grad(layer.weight, back(std::move(dweight), layer.weight));
     if (db) accumulate_grad(layer.bias, back(mask[2] ? std::move(dsum) : std::move(dbias), layer.bias));
     g = std::move(dx);
   }
-  clear(tape);
+  clear(tape, keep_casts);
+  if (!keep_casts) tape.autocast.reset();
 }
 
 void MlpImpl::pretty_print(std::ostream& stream) const {

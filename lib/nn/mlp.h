@@ -29,11 +29,12 @@ struct MlpOptions {
 
 /// What a taped forward keeps for its backward, as autograd's nodes would: each layer's
 /// input; each hidden layer's activation output (relu, sigmoid: their gradients read it)
-/// or pre-activation (gelu); under autocast the lower-precision copy of each layer's
-/// weight its products used (else none: the parameters themselves); the
+/// or pre-activation (gelu); under autocast the lower-precision copies of each layer's
+/// weight and bias its products used (`casts`: weight, bias, layer by layer; else none:
+/// the parameters themselves), which a step's later micro-batches may reuse; the
 /// dropout probability it applied (0: none) and each hidden layer's dropout seed.
 struct MlpTape {
-  std::vector<at::Tensor> inputs, saved, weights;
+  std::vector<at::Tensor> inputs, saved, casts;
   std::optional<at::ScalarType> autocast;
   double dropout = 0.0;
   std::vector<int64_t> seeds;
@@ -59,16 +60,21 @@ class MlpImpl : public torch::nn::Cloneable<MlpImpl>, public OutputHead {
   /// same logits bit for bit. `autocast` (bfloat16 or float16): forward(x) under
   /// autocast in that dtype — each layer's input, weight and bias cast as the linear
   /// ops' autocast kernels cast them (kiln::ops::autocast_cast), the ops run in it.
+  /// `reuse_casts`: take the weights' and biases' casts from `tape` where a forward of
+  /// an earlier micro-batch of this step left them (backward_taped with keep_casts),
+  /// instead of casting again: the same values, as long as no parameter has changed
+  /// since (the caller's promise; within a step none does).
   /// Example: MlpTape tape; auto logits = net->forward_taped(x, tape, at::kBFloat16);
   torch::Tensor forward_taped(const torch::Tensor& x, MlpTape& tape,
-                              std::optional<at::ScalarType> autocast = std::nullopt);
+                              std::optional<at::ScalarType> autocast = std::nullopt, bool reuse_casts = false);
   /// The backward autograd would run from `grad` (dloss/dlogits) through forward_taped's
   /// layers: the same ops in the same order, each gradient only where a parameter
   /// (or a layer before it) requires one, cast back to the parameter's dtype where
   /// autocast cast it (as the cast's node does) and added into the parameters' .grad as
-  /// AccumulateGrad adds (set when undefined, added in place otherwise). Empties `tape`.
+  /// AccumulateGrad adds (set when undefined, added in place otherwise). Empties `tape`
+  /// but for its casts when `keep_casts` (the step's next micro-batch reuses them).
   /// Example: net->backward_taped(kiln::ops::cross_entropy_backward(one, logits, y, lse), tape);
-  void backward_taped(const torch::Tensor& grad, MlpTape& tape);
+  void backward_taped(const torch::Tensor& grad, MlpTape& tape, bool keep_casts = false);
   /// The last Linear's weight and bias: "layers.<hidden().size()>.weight", ….
   std::vector<std::string> head_parameters() const override;
 

@@ -460,8 +460,11 @@ void Run::step(const data::Batch& batch) {
     {
       PhaseScope phase(traced, "forward");
       if (taped_) {
+        // Under autocast the weights' casts of the step's first micro-batch serve the
+        // others (no parameter changes within a step; autograd would cast again).
         output = taped_->forward_taped(data::model_inputs(xs[i], data_.schema), tape_,
-                                       plan_.autocast ? std::optional(plan_.dtype) : std::nullopt);
+                                       plan_.autocast ? std::optional(plan_.dtype) : std::nullopt,
+                                       /*reuse_casts=*/i > 0);
         saved = taped_loss(output, ys[i], data_.schema);
         part = saved.loss;
       } else {
@@ -487,7 +490,8 @@ void Run::step(const data::Batch& batch) {
         // then the loss's backward op.
         auto seed = scaler_.enabled() ? scaler_.scale(backward_seed_).reshape(part.sizes()) : backward_seed_;
         if (weight != 1.0) seed = seed * weight;
-        taped_->backward_taped(taped_loss_backward(seed, output, ys[i], saved, data_.schema), tape_);
+        taped_->backward_taped(taped_loss_backward(seed, output, ys[i], saved, data_.schema), tape_,
+                               /*keep_casts=*/i + 1 < xs.size());
       } else {
         scaled.backward(backward_seed_);
       }

@@ -61,19 +61,21 @@ at::Tensor autograd_part(Mlp& net, const at::Tensor& x, const at::Tensor& y, dou
 
 // The trainer's taped step for one micro-batch: the loss's cast of the logits to
 // float32 under autocast, and its gradient's back (train::taped_loss's).
+// `tape` carries the casts from one micro-batch to the next as the trainer's does: the
+// first casts (reuse false), each but the last keeps them.
 at::Tensor taped_part(Mlp& net, const at::Tensor& x, const at::Tensor& y, double weight, at::Tensor& logits,
-                      std::optional<at::ScalarType> autocast) {
-  MlpTape tape;
-  logits = net->forward_taped(x, tape, autocast);
+                      std::optional<at::ScalarType> autocast, MlpTape& tape, bool first = true, bool last = true) {
+  logits = net->forward_taped(x, tape, autocast, /*reuse_casts=*/!first);
+  if (autocast) REQUIRE(tape.casts.size() == 2 * net->options.hidden().size() + 2);
   REQUIRE(logits.scalar_type() == autocast.value_or(at::kFloat));
   at::AutoDispatchBelowADInplaceOrView below;
   const auto input = kiln::ops::autocast_cast(logits, at::kFloat);
   auto [loss, lse] = kiln::ops::cross_entropy_forward(input, y);
   const auto one = at::ones({});
   const auto g = kiln::ops::cross_entropy_backward(weight == 1.0 ? one : one * weight, input, y, lse);
-  net->backward_taped(kiln::ops::autocast_cast_backward(g, logits.scalar_type()), tape);
+  net->backward_taped(kiln::ops::autocast_cast_backward(g, logits.scalar_type()), tape, /*keep_casts=*/!last);
   REQUIRE(tape.inputs.empty());  // released
-  REQUIRE(tape.weights.empty());
+  REQUIRE(tape.casts.empty() == (last || !autocast));
   return loss;
 }
 
@@ -104,13 +106,14 @@ void require_taped_matches_autograd(const std::vector<Case>& cases, const at::De
       const auto y = torch::randint(0, c.out, {c.rows}, torch::kLong).to(device);
       const int64_t micro = (c.rows + micro_batches - 1) / micro_batches;
       const auto xs = x.split(micro), ys = y.split(micro);
+      MlpTape tape;
       for (size_t i = 0; i < xs.size(); ++i) {
         torch::manual_seed(100 + i);  // dropout's seeds: each side draws its own, alike
         const double weight = static_cast<double>(xs[i].size(0)) / static_cast<double>(c.rows);
         at::Tensor la, lb;
         const auto loss_a = autograd_part(a, xs[i], ys[i], weight, la, c.autocast);
         torch::manual_seed(100 + i);
-        const auto loss_b = taped_part(b, xs[i], ys[i], weight, lb, c.autocast);
+        const auto loss_b = taped_part(b, xs[i], ys[i], weight, lb, c.autocast, tape, i == 0, i + 1 == xs.size());
         REQUIRE_FALSE(lb.requires_grad());
         REQUIRE(at::equal(la.detach(), lb));
         REQUIRE(at::equal(loss_a, loss_b));
@@ -190,7 +193,8 @@ TEST_CASE("Mlp: the taped step leaves frozen parameters without gradients, as au
     torch::manual_seed(5);
     autograd_part(a, x, y, 1.0, la, c.autocast);
     torch::manual_seed(5);
-    taped_part(b, x, y, 1.0, lb, c.autocast);
+    MlpTape tape;
+    taped_part(b, x, y, 1.0, lb, c.autocast, tape);
     REQUIRE(at::equal(la.detach(), lb));
     REQUIRE(grads_differ(a, b) == "");
     for (const auto& name : names) REQUIRE_FALSE(b->named_parameters()[name].grad().defined());
@@ -210,4 +214,30 @@ TEST_CASE("Mlp: the taped step takes every activation; it refuses an autocast dt
   two->forward_taped(torch::randn({2, 4}), tape);
   REQUIRE_THROWS_WITH(three->backward_taped(torch::randn({2, 2}), tape),
                       Catch::Contains("Mlp: backward_taped: expected the tape of a forward_taped of these 3 layers, got 2 inputs"));
+}
+
+TEST_CASE("Mlp: a step's later micro-batches reuse the first one's casts, where they fit", "[nn][mlp]") {
+  Mlp net(MlpOptions(6, {5}, 3));
+  const auto x = torch::randn({4, 6});
+  const auto g = torch::randn({4, 3}).to(at::kBFloat16);
+  MlpTape tape;
+  net->forward_taped(x, tape, at::kBFloat16, /*reuse_casts=*/true);  // nothing to reuse: cast
+  REQUIRE(tape.casts.size() == 4);
+  const auto w0 = tape.casts[0];
+  REQUIRE(w0.scalar_type() == at::kBFloat16);
+  REQUIRE(at::equal(w0, net->named_parameters()["layers.0.weight"].to(at::kBFloat16)));
+  net->backward_taped(g, tape, /*keep_casts=*/true);
+  REQUIRE(tape.casts.size() == 4);
+  net->forward_taped(x, tape, at::kBFloat16, /*reuse_casts=*/true);
+  REQUIRE(tape.casts[0].is_same(w0));  // reused, not cast again
+  net->backward_taped(g, tape, /*keep_casts=*/true);
+  net->forward_taped(x, tape, at::kBFloat16);  // a new step: cast again
+  REQUIRE_FALSE(tape.casts[0].is_same(w0));
+  net->backward_taped(g, tape, /*keep_casts=*/true);
+  net->forward_taped(x, tape, at::kHalf, /*reuse_casts=*/true);  // another dtype: cast again
+  REQUIRE(tape.casts[0].scalar_type() == at::kHalf);
+  net->backward_taped(g.to(at::kHalf), tape);
+  REQUIRE(tape.casts.empty());
+  net->forward_taped(x, tape, std::nullopt, /*reuse_casts=*/true);  // float32: no casts at all
+  REQUIRE(tape.casts.empty());
 }
