@@ -129,7 +129,8 @@ void accumulate_grad(torch::Tensor& p, torch::Tensor g) {
 }
 }  // namespace
 
-void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape, bool keep_casts) {
+void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape, bool keep_casts,
+                             const std::function<void(const torch::Tensor&)>& ready) {
   const size_t layers = layers_->size();
   TORCH_CHECK(tape.inputs.size() == layers && tape.saved.size() + 1 == layers &&
                   tape.seeds.size() + 1 == (tape.dropout > 0.0 ? layers : 1) &&
@@ -177,6 +178,10 @@ void MlpImpl::backward_taped(const torch::Tensor& grad, MlpTape& tape, bool keep
     auto [dx, dweight, dsum] = kiln::ops::linear_backward(g, tape.inputs[i], w, mask);
     if (dw) accumulate_grad(layer.weight, back(std::move(dweight), layer.weight));
     if (db) accumulate_grad(layer.bias, back(mask[2] ? std::move(dsum) : std::move(dbias), layer.bias));
+    if (ready) {
+      if (dw) ready(layer.weight);
+      if (db) ready(layer.bias);
+    }
     g = std::move(dx);
   }
   clear(tape, keep_casts);

@@ -5,6 +5,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -73,8 +74,11 @@ class MlpImpl : public torch::nn::Cloneable<MlpImpl>, public OutputHead {
   /// autocast cast it (as the cast's node does) and added into the parameters' .grad as
   /// AccumulateGrad adds (set when undefined, added in place otherwise). Empties `tape`
   /// but for its casts when `keep_casts` (the step's next micro-batch reuses them).
+  /// `ready`, when given, is called with each parameter once its .grad holds this
+  /// backward's gradient (head first: a data-parallel reducer starts its buckets then).
   /// Example: net->backward_taped(kiln::ops::cross_entropy_backward(one, logits, y, lse), tape);
-  void backward_taped(const torch::Tensor& grad, MlpTape& tape, bool keep_casts = false);
+  void backward_taped(const torch::Tensor& grad, MlpTape& tape, bool keep_casts = false,
+                      const std::function<void(const torch::Tensor&)>& ready = {});
   /// The last Linear's weight and bias: "layers.<hidden().size()>.weight", ….
   std::vector<std::string> head_parameters() const override;
 

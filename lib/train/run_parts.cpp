@@ -68,10 +68,10 @@ at::Tensor training_loss(const at::Tensor& output, const at::Tensor& targets,
   return kiln::ops::cross_entropy(output, targets);
 }
 
-nn::MlpImpl* taped_step(torch::nn::Module& model, bool data_parallel) {
+nn::MlpImpl* taped_step(torch::nn::Module& model) {
   static const bool off = util::env_switch("KILN_TAPED_STEP", {"auto", "off"}) == 1;
   auto* mlp = dynamic_cast<nn::MlpImpl*>(&model);
-  if (off || mlp == nullptr || !mlp->taped_supported() || data_parallel) return nullptr;
+  if (off || mlp == nullptr || !mlp->taped_supported()) return nullptr;
   return mlp;
 }
 

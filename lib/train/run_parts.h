@@ -45,12 +45,12 @@ at::Tensor training_loss(const at::Tensor& output, const at::Tensor& targets,
 /// graph runs, in its order, with the same gradients bit for bit, without building the
 /// graph or running autograd's engine — else null, and the step runs through autograd.
 /// Taped: an Mlp (relu, gelu or sigmoid hidden layers, with dropout or without) in any
-/// precision (fp32; bf16 and fp16 autocast, fp16's loss scaling included), one process
-/// (data-parallel runs need autograd's hooks for the gradient reducer).
-/// KILN_TAPED_STEP=off keeps autograd everywhere (for A/B runs); any other value warns
-/// and means auto.
-/// Example: auto* mlp = kiln::train::taped_step(*model.ptr(), false);
-nn::MlpImpl* taped_step(torch::nn::Module& model, bool data_parallel);
+/// precision (fp32; bf16 and fp16 autocast, fp16's loss scaling included), in one
+/// process or data-parallel (dist::GradientReducer's taped mode all-reduces the buckets
+/// as backward_taped reports the gradients). KILN_TAPED_STEP=off keeps autograd
+/// everywhere (for A/B runs); any other value warns and means auto.
+/// Example: auto* mlp = kiln::train::taped_step(*model.ptr());
+nn::MlpImpl* taped_step(torch::nn::Module& model);
 
 /// training_loss of a taped step, below autograd: the loss and what its backward reads
 /// (cross-entropy's log-sum-exp of each row, none for mean squared error; the float32

@@ -322,7 +322,7 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
                               device_, " can hold with room for their gradients and optimizer state"));
   }
   optimizer_ = build_optimizer(spec.optim, *module_);
-  taped_ = taped_step(*module_, spec.group != nullptr);
+  taped_ = taped_step(*module_);
   // The schedule spans all epochs: max_steps only stops the run (to be resumed later),
   // so a run stopped and resumed follows the same learning rates as one straight run.
   schedule_.emplace(*optimizer_, schedule_options(spec.schedule, opt_.epochs() * batches_));
@@ -415,7 +415,8 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
   if (group_) {
     // Every process starts from rank 0's parameters and buffers (a fresh run's
     // initialisation; a resumed one's are equal already), and its gradients are
-    // averaged by c10d's Reducer, bucket by bucket as backward produces them.
+    // averaged by c10d's Reducer, bucket by bucket as backward produces them (a taped
+    // step: the same buckets and arithmetic, started as backward_taped reports them).
     std::vector<at::Tensor> state;
     for (const auto& p : module_->parameters()) state.push_back(p.detach());
     for (const auto& b : module_->buffers()) state.push_back(b);
@@ -424,9 +425,11 @@ Run::Run(const RunSpec& spec, TrainObserver& observer)
     for (const auto& p : module_->parameters())
       if (p.requires_grad()) trained.push_back(p);
     const bool depth_sampled = dynamic_cast<nn::DepthSampled*>(module_.get()) != nullptr;
-    reducer_.emplace(*group_, trained, spec.dist.bucket_bytes(), /*find_unused=*/depth_sampled);
+    reducer_.emplace(*group_, trained, spec.dist.bucket_bytes(), /*find_unused=*/depth_sampled,
+                     /*taped=*/taped_ != nullptr);
     log::info(c10::str("data-parallel: rank ", group_->rank(), " of ", group_->size(), ", ", batch_,
-                       " examples a step each, ", reducer_->buckets().size(), " gradient buckets"));
+                       " examples a step each, ", reducer_->buckets().size(), " gradient buckets",
+                       taped_ ? " (all-reduced by the taped step)" : " (c10d's Reducer)"));
   }
 }
 
@@ -454,7 +457,7 @@ void Run::step(const data::Batch& batch) {
     // Data-parallel: the last micro-batch's backward all-reduces the gradients the
     // earlier ones accumulated (DDP's no_sync before it).
     const bool reduce = reducer_ && i + 1 == xs.size();
-    if (reduce) reducer_->prepare_for_forward();
+    if (reduce && !taped_) reducer_->prepare_for_forward();
     at::Tensor output;  // the taped step's, for its backward
     TapedLoss saved;
     {
@@ -477,7 +480,7 @@ void Run::step(const data::Batch& batch) {
     {
       PhaseScope phase(traced, "backward");
       const auto scaled = taped_ ? part : scaler_.scale(weight == 1.0 ? part : part * weight);
-      if (reduce) reducer_->prepare_for_backward(scaled);
+      if (reduce && !taped_) reducer_->prepare_for_backward(scaled);
       // Backward starts from a 1 made once: backward() without one fills a new one each
       // step (ones_like: on CUDA an allocation and a launch).
       if (!backward_seed_.defined() || backward_seed_.scalar_type() != scaled.scalar_type() ||
@@ -491,7 +494,10 @@ void Run::step(const data::Batch& batch) {
         auto seed = scaler_.enabled() ? scaler_.scale(backward_seed_).reshape(part.sizes()) : backward_seed_;
         if (weight != 1.0) seed = seed * weight;
         taped_->backward_taped(taped_loss_backward(seed, output, ys[i], saved, data_.schema), tape_,
-                               /*keep_casts=*/i + 1 < xs.size());
+                               /*keep_casts=*/i + 1 < xs.size(),
+                               reduce ? [this](const at::Tensor& p) { reducer_->grad_ready(p); }
+                                      : std::function<void(const at::Tensor&)>());
+        if (reduce) reducer_->finish_taped();
       } else {
         scaled.backward(backward_seed_);
       }

@@ -36,8 +36,9 @@ double max_grad_difference(kiln::nn::Mlp& a, kiln::nn::Mlp& b) {
 
 // c10d's Reducer through GradientReducer: each rank's share of a global batch, in one
 // micro-batch or two (the first without a reduction, as DDP's no_sync), gives every
-// rank the gradient one process gets from the whole batch.
-bool check_reducer(kiln::dist::Group& group, int64_t micro_batches) {
+// rank the gradient one process gets from the whole batch. `taped`: the same through
+// the Mlp's taped step and the reducer's taped mode (grad_ready, finish_taped).
+bool check_reducer(kiln::dist::Group& group, int64_t micro_batches, bool taped) {
   const int64_t r = group.rank(), w = group.size(), rows = 8 * w;
   at::manual_seed(11);  // the same model and data on every rank
   kiln::nn::Mlp model(kiln::nn::MlpOptions(10, {32, 16}, 3));
@@ -50,11 +51,24 @@ bool check_reducer(kiln::dist::Group& group, int64_t micro_batches) {
   const auto y = at::randint(0, 3, {rows}, at::kLong);
   kiln::ops::cross_entropy(reference->forward(x), y).backward();  // the whole batch in one process
 
-  kiln::dist::GradientReducer reducer(group, model->parameters(), /*bucket_bytes=*/1 << 10);  // small: several buckets
+  kiln::dist::GradientReducer reducer(group, model->parameters(), /*bucket_bytes=*/1 << 10,  // small: several buckets
+                                      /*find_unused=*/false, taped);
   const auto mine_x = x.narrow(0, r * 8, 8), mine_y = y.narrow(0, r * 8, 8);
   const auto xs = mine_x.split(8 / micro_batches), ys = mine_y.split(8 / micro_batches);
+  kiln::nn::MlpTape tape;
   for (int64_t i = 0; i < micro_batches; ++i) {
     const bool last = i + 1 == micro_batches;
+    if (taped) {
+      const auto logits = model->forward_taped(xs[i], tape);
+      at::AutoDispatchBelowADInplaceOrView below;
+      const auto [loss, lse] = kiln::ops::cross_entropy_forward(logits, ys[i]);
+      const auto seed = at::ones({}) / static_cast<double>(micro_batches);
+      model->backward_taped(kiln::ops::cross_entropy_backward(seed, logits, ys[i], lse), tape, false,
+                            last ? [&](const at::Tensor& p) { reducer.grad_ready(p); }
+                                 : std::function<void(const at::Tensor&)>());
+      if (last) reducer.finish_taped();
+      continue;
+    }
     if (last) reducer.prepare_for_forward();
     auto loss = kiln::ops::cross_entropy(model->forward(xs[i]), ys[i]) / static_cast<double>(micro_batches);
     if (last) reducer.prepare_for_backward(loss);
@@ -62,11 +76,12 @@ bool check_reducer(kiln::dist::Group& group, int64_t micro_batches) {
   }
   const double diff = max_grad_difference(model, reference);
   if (diff > 1e-6)
-    std::fprintf(stderr, "rank %lld: %lld micro-batch(es): gradients differ from one process's by %g\n",
-                 static_cast<long long>(r), static_cast<long long>(micro_batches), diff);
+    std::fprintf(stderr, "rank %lld: %lld micro-batch(es)%s: gradients differ from one process's by %g\n",
+                 static_cast<long long>(r), static_cast<long long>(micro_batches), taped ? ", taped" : "", diff);
   else
-    std::printf("rank %lld: %lld micro-batch(es), %zu buckets: gradients within %.1e of one process's\n",
-                static_cast<long long>(r), static_cast<long long>(micro_batches), reducer.buckets().size(), diff);
+    std::printf("rank %lld: %lld micro-batch(es)%s, %zu buckets: gradients within %.1e of one process's\n",
+                static_cast<long long>(r), static_cast<long long>(micro_batches), taped ? ", taped" : "",
+                reducer.buckets().size(), diff);
   return diff <= 1e-6;
 }
 
@@ -96,8 +111,10 @@ int run(int argc, char** argv) {
   at::manual_seed(100);
   ok &= check(at::equal(b[0], at::randn({64, 33})), "broadcast_ from rank 0", r);
   group.barrier();
-  ok &= check_reducer(group, 1);
-  ok &= check_reducer(group, 2);
+  for (const bool taped : {false, true}) {
+    ok &= check_reducer(group, 1, taped);
+    ok &= check_reducer(group, 2, taped);
+  }
   if (!ok) return 1;
   std::printf("rank %lld: ok (world %lld, local rank %lld, %s store)\n", static_cast<long long>(r),
               static_cast<long long>(w), static_cast<long long>(env->local_rank),

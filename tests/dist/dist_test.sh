@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # kiln::dist::Group across real processes on loopback: two ranks started by hand (their
-# collectives, and gradients reduced by c10d's Reducer in one micro-batch or two against
-# one process's full batch), the
+# collectives, and gradients reduced by c10d's Reducer, and by the taped step's
+# reduction, in one micro-batch or two against one process's full batch), the
 # same under torchrun --no-python, a rank that dies (the survivor exits non-zero
 # within the timeout, never hangs), and a store nobody hosts (exit 2, named).
 # Then kiln train itself in two processes: equal to one process with the same global
-# batch, through torchrun too, resumed bit for bit (and refused with another number of
+# batch, the taped step equal to autograd's bit for bit, through torchrun too, resumed bit for bit (and refused with another number of
 # processes), stopped by SIGTERM to torchrun, and a rank killed mid-run.
 #   dist_test.sh DIST_CHECK KILN [TORCHRUN [PYTHON]]
 set -uo pipefail
@@ -33,7 +33,7 @@ start pair 0 2 "$port" 20000; p0=$!
 start pair 1 2 "$port" 20000; p1=$!
 wait $p0; rc0=$?; wait $p1; rc1=$?
 if [[ $rc0 -ne 0 || $rc1 -ne 0 ]] || ! grep -q "rank 0: ok (world 2" "$tmp/pair_0.txt" || ! grep -q "rank 1: ok" "$tmp/pair_1.txt" \
-   || [[ $(cat "$tmp"/pair_*.txt | grep -c "gradients within") -ne 4 ]]; then
+   || [[ $(cat "$tmp"/pair_*.txt | grep -c "gradients within") -ne 8 ]]; then
   fail "two ranks by hand: exits $rc0 $rc1"; cat "$tmp"/pair_*.txt | head -20
 fi
 
@@ -142,6 +142,22 @@ PY
     || fail "two processes: no check that both ranks' parameters are identical in train.log"
   [[ -s "$tmp/train_two_1.txt" ]] && fail "rank 1 printed: $(head -3 "$tmp/train_two_1.txt")"
   [[ $(ls "$tmp" | grep -c "^two") -eq 1 ]] || fail "a run directory other than rank 0's appeared"
+
+  # 7b. The same two processes through autograd and c10d's Reducer (KILN_TAPED_STEP=off):
+  # the taped step's own bucketed all-reduce (GradientReducer's taped mode) gives the
+  # same weights bit for bit.
+  checks=$((checks + 1))
+  export KILN_TAPED_STEP=off
+  train_ranks autograd 2 "$(free_port)" -- $cfg "${common[@]}" --set train.batch_size=32 --run-dir "$tmp/two_autograd" \
+    || fail "two processes through autograd: $(tail -3 "$tmp"/train_autograd_*.txt)"
+  unset KILN_TAPED_STEP
+  diff=$(weights_diff "$tmp/two" "$tmp/two_autograd")
+  echo "two processes taped against through autograd after 20 steps: weights differ by at most $diff"
+  [[ "$diff" == "0" ]] || fail "two processes taped against through autograd: weights differ by $diff"
+  grep -q "gradient buckets (all-reduced by the taped step)" "$tmp/two/train.log" \
+    || fail "two processes: train.log does not say the taped step all-reduced the gradients"
+  grep -q "gradient buckets (c10d's Reducer)" "$tmp/two_autograd/train.log" \
+    || fail "two processes with KILN_TAPED_STEP=off: train.log does not name c10d's Reducer"
 
   # 8. Stopped at step 10, resumed in two processes: bit for bit the straight run.
   checks=$((checks + 1))
