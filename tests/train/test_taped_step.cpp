@@ -94,30 +94,21 @@ TEST_CASE("taped step: autograd's run child", "[.][taped]") {
 
 TEST_CASE("a taped run trains to autograd's weights and losses bit for bit, without autograd's engine",
           "[train][taped]") {
-  SECTION("the default MLP, two micro-batches a step") {
-    require_taped_equals_autograd("configs/tiny.toml", {"data.train_limit=640", "data.test_limit=200",
-                                                        "train.threads=1", "train.accumulate=2"});
-  }
-  SECTION("gelu with dropout") {
-    require_taped_equals_autograd("configs/tiny.toml", {"data.train_limit=640", "data.test_limit=200",
-                                                        "train.threads=1", "model.activation=\"gelu\"",
-                                                        "model.dropout=0.2"});
-  }
+  // The tiny config's first 640 examples on one thread, with each section's settings.
+  const auto tiny = [](std::vector<std::string> extra) {
+    std::vector<std::string> sets = {"data.train_limit=640", "data.test_limit=200", "train.threads=1"};
+    sets.insert(sets.end(), extra.begin(), extra.end());
+    require_taped_equals_autograd("configs/tiny.toml", sets);
+  };
+  SECTION("the default MLP, two micro-batches a step") { tiny({"train.accumulate=2"}); }
+  SECTION("gelu with dropout") { tiny({"model.activation=\"gelu\"", "model.dropout=0.2"}); }
   SECTION("sigmoid (its beta and gradient clip) with dropout") {
-    require_taped_equals_autograd("configs/tiny.toml", {"data.train_limit=640", "data.test_limit=200",
-                                                        "train.threads=1", "model.activation=\"sigmoid\"",
-                                                        "model.sigmoid_beta=2.0", "model.sigmoid_grad_clip=0.3",
-                                                        "model.dropout=0.1"});
+    tiny({"model.activation=\"sigmoid\"", "model.sigmoid_beta=2.0", "model.sigmoid_grad_clip=0.3",
+          "model.dropout=0.1"});
   }
-  SECTION("bf16 autocast, two micro-batches a step") {
-    require_taped_equals_autograd("configs/tiny.toml", {"data.train_limit=640", "data.test_limit=200",
-                                                        "train.threads=1", "train.precision=\"bf16\"",
-                                                        "train.accumulate=2"});
-  }
+  SECTION("bf16 autocast, two micro-batches a step") { tiny({"train.precision=\"bf16\"", "train.accumulate=2"}); }
   SECTION("fp16 autocast and its loss scaling, gelu") {
-    require_taped_equals_autograd("configs/tiny.toml", {"data.train_limit=640", "data.test_limit=200",
-                                                        "train.threads=1", "train.precision=\"fp16\"",
-                                                        "model.activation=\"gelu\"", "train.accumulate=2"});
+    tiny({"train.precision=\"fp16\"", "model.activation=\"gelu\"", "train.accumulate=2"});
   }
   for (const char* precision : {"fp32", "bf16"}) {
     DYNAMIC_SECTION("a CSV regression (mean squared error) with two hidden layers, " << precision) {
