@@ -1,7 +1,9 @@
 // Data-parallel step time, measured side by side in one run of each process: the
 // forward and backward pass alone (no communication), with c10d's Reducer (each bucket
 // all-reduced as backward produces it), and with the same buckets all-reduced after
-// backward (no overlap). Run alone for the one-process figure, or as several processes
+// backward (no overlap); for the mlp also its taped step (no autograd graph) alone and
+// with GradientReducer's taped mode (each bucket all-reduced as backward_taped reports
+// its gradients), the trainer's data-parallel step for an mlp. Run alone for the one-process figure, or as several processes
 // (benchmarks/dist_scaling.sh starts them; torchrun --no-python works too). Rank 0
 // prints one JSON line:
 //   kiln_bench_dist --model mlp --batch 64 --steps 200 --threads 1
@@ -60,12 +62,25 @@ int main(int argc, char** argv) {
   const auto x = at::randn({batch, 784});
   const auto y = at::randint(0, 10, {batch}, at::kLong);
   const auto bucket_bytes = static_cast<int64_t>(args["bucket-mb"].as<double>() * (1 << 20));
-  std::optional<kiln::dist::GradientReducer> reducer;
+  std::optional<kiln::dist::GradientReducer> reducer, taped_reducer;
   if (group) reducer.emplace(*group, params, bucket_bytes);
+  auto* mlp = model.ptr()->as<kiln::nn::Mlp>();
+  if (group && mlp) taped_reducer.emplace(*group, params, bucket_bytes, /*find_unused=*/false, /*taped=*/true);
+  kiln::nn::MlpTape tape;
 
-  enum Mode { kLocal, kReducer, kAfter };
+  enum Mode { kLocal, kReducer, kAfter, kTapedLocal, kTaped };
   const auto step = [&](Mode mode) {
     for (auto& p : params) p.mutable_grad() = at::Tensor();
+    if (mode == kTapedLocal || mode == kTaped) {  // the trainer's taped step (train::taped_loss's ops)
+      const auto logits = mlp->forward_taped(x, tape);
+      at::AutoDispatchBelowADInplaceOrView below;
+      const auto [loss, lse] = kiln::ops::cross_entropy_forward(logits, y);
+      mlp->backward_taped(kiln::ops::cross_entropy_backward(at::ones({}), logits, y, lse), tape, false,
+                          mode == kTaped ? [&](const at::Tensor& p) { taped_reducer->grad_ready(p); }
+                                         : std::function<void(const at::Tensor&)>());
+      if (mode == kTaped) taped_reducer->finish_taped();
+      return;
+    }
     if (mode == kReducer) reducer->prepare_for_forward();
     auto loss = kiln::ops::cross_entropy(model.forward(x), y);
     if (mode == kReducer) reducer->prepare_for_backward(loss);
@@ -87,6 +102,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Mode> modes = {kLocal};
   if (group) modes.insert(modes.end(), {kReducer, kAfter});
+  if (mlp) modes.push_back(kTapedLocal);
+  if (group && mlp) modes.push_back(kTaped);
   for (int64_t i = 0; i < args["warmup"].as<int64_t>(); ++i)
     for (const auto m : modes) step(m);
   std::map<Mode, std::vector<double>> ms;
@@ -113,6 +130,16 @@ int main(int argc, char** argv) {
     out["communication_ms_after_backward"] = after - local;
   } else {
     out["samples_per_s"] = batch / local * 1e3;
+  }
+  if (mlp) {
+    const double taped_local = median(ms[kTapedLocal]);
+    out["taped_compute_ms"] = taped_local;
+    if (group) {
+      const double taped = median(ms[kTaped]);
+      out["taped_ms"] = taped;
+      out["taped_samples_per_s"] = batch * world / taped * 1e3;
+      out["communication_ms_taped"] = taped - taped_local;
+    }
   }
   std::printf("%s\n", out.dump().c_str());
   return 0;

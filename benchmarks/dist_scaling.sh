@@ -2,7 +2,8 @@
 # Data-parallel scaling on this machine: kiln_bench_dist in one process (batch B) and
 # in two processes of 1 thread each (B each: weak scaling, and B/2 each: the same
 # global batch), for the default MLP and a deeper one; prints each run's JSON line and
-# the scaling efficiency (2-process samples/s over twice the 1-process samples/s).
+# the scaling efficiency (2-process samples/s over twice the 1-process samples/s), and
+# for the mlp its taped step against the Reducer's.
 #   benchmarks/dist_scaling.sh [BUILD_DIR]
 set -euo pipefail
 build="${1:-build}"
@@ -30,6 +31,11 @@ print("%s, batch %d: 1 process %s; 2 x %d: %s (efficiency %.2f, all-reduce %.2f 
       weak["samples_per_s"] / (2 * one["samples_per_s"]), weak["communication_ms_reducer"],
       weak["communication_ms_after_backward"], strong["batch_per_process"], f(strong),
       strong["samples_per_s"] / one["samples_per_s"]))
+if "taped_ms" in weak:  # the mlp: its taped step, alone and with the taped reducer
+    print("  taped step, 2 x %d: %.0f samples/s against the Reducer's %.0f (%.2fx; compute %.2f against %.2f ms, "
+          "all-reduce %.2f ms)" % (weak["batch_per_process"], weak["taped_samples_per_s"], weak["samples_per_s"],
+          weak["taped_samples_per_s"] / weak["samples_per_s"], weak["taped_compute_ms"], weak["compute_ms"],
+          weak["communication_ms_taped"]))
 PY
   done
 done
