@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
       ("warmup", "untimed steps first", cxxopts::value<int64_t>()->default_value("50"))
       ("rounds", "rounds (kiln, Python, GEMM) per batch size", cxxopts::value<int>()->default_value("3"))
       ("threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))
-      ("precision", "fp32, bf16 (autocast on both sides) or both, paired per round", cxxopts::value<std::vector<std::string>>()->default_value("fp32"))
+      ("precision", "fp32, bf16 (autocast on both sides), or both (= fp32,bf16), paired per round", cxxopts::value<std::vector<std::string>>()->default_value("fp32"))
       ("device", "cpu or cuda: where both sides train", cxxopts::value<std::string>()->default_value("cpu"))
       ("compile", "also time the twin under torch.compile")
       ("each", "also print every round's medians")
@@ -276,7 +276,8 @@ int main(int argc, char** argv) {
     const auto batches = args["batches"].as<std::vector<int64_t>>();
     const int64_t steps = args["steps"].as<int64_t>(), warmup = args["warmup"].as<int64_t>();
     const int rounds = args["rounds"].as<int>(), threads = args["threads"].as<int>();
-    const auto precisions = args["precision"].as<std::vector<std::string>>();
+    auto precisions = args["precision"].as<std::vector<std::string>>();
+    if (precisions == std::vector<std::string>{"both"}) precisions = {"fp32", "bf16"};
     if (steps < 1 || warmup < 1 || rounds < 1 || threads < 1)
       throw kiln::InputError("--steps, --warmup, --rounds and --threads: expected >= 1");
     for (const auto& precision : precisions)

@@ -20,6 +20,7 @@
 #include "nn/depth_sampled.h"
 #include "nn/mlp.h"
 #include "ops/cpu_bf16.h"
+#include "ops/linear/linear_onednn.h"
 #include "ops/ops.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
@@ -829,15 +830,23 @@ TrainResult Run::run() {
     log::info(heap::policy());
     if (device_.is_cpu() && plan_.dtype == at::kBFloat16) {
       const auto kind = ops::cpu_bf16_matmul();
+      const bool routed = ops::linear_reduced_in_float32();  // products run as fp32 ones
       if (kind == ops::CpuBf16Matmul::kEmulated)
-        log::warn("train.precision = \"bf16\" on a CPU without bf16 matrix instructions (AVX512-BF16 or "
-                  "AMX-BF16): its matrix products are emulated, many times slower than fp32's (about 50x "
-                  "on an AVX2 EPYC, docs/performance.md); fp32 is faster on this machine");
+        log::warn(std::string("train.precision = \"bf16\" on a CPU without bf16 matrix instructions (AVX512-BF16 or "
+                              "AMX-BF16): ") +
+                  (routed ? "its matrix products run as fp32 ones (operands cast up, each result rounded to bf16 "
+                            "once), so bf16 saves no time here and its casts cost some"
+                          : "its matrix products are emulated (KILN_CPU_REDUCED_PRODUCTS=native), many times "
+                            "slower than fp32's (about 50x on an AVX2 EPYC)") +
+                  "; fp32 is faster on this machine (docs/performance.md)");
       else if (kind == ops::CpuBf16Matmul::kAvx512Bf16OnePort)
-        log::warn("train.precision = \"bf16\" on an Intel CPU with AVX512-BF16 but no AMX-BF16: it does no "
-                  "more bf16 multiply-adds a cycle than fp32 ones, and its bf16 matrix products ran at about "
-                  "half fp32's speed on such a Xeon (the default MLP's step 0.61x, docs/performance.md); "
-                  "fp32 is faster on this machine");
+        log::warn(std::string("train.precision = \"bf16\" on an Intel CPU with AVX512-BF16 but no AMX-BF16: it does "
+                              "no more bf16 multiply-adds a cycle than fp32 ones (its bf16 matrix products ran at "
+                              "about half fp32's speed on such a Xeon), ") +
+                  (routed ? "so its matrix products run as fp32 ones (operands cast up, each result rounded to "
+                            "bf16 once) and bf16 saves no time here"
+                          : "and KILN_CPU_REDUCED_PRODUCTS=native keeps them (the default MLP's step 0.61x fp32's)") +
+                  "; fp32 is faster on this machine (docs/performance.md)");
     }
     observer_.on_start(s.str());
   }

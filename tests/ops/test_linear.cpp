@@ -442,7 +442,7 @@ TEST_CASE("a float32 product of 16 to 48 rows on BLAS runs transposed and matche
   at::removeCallback(handle);
 }
 
-TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product and matches float64",
+TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product where bf16 runs natively, and matches float64",
           "[ops][linear]") {
   // The bias goes into the inner product's accumulator instead of at::addmm's copy of
   // it into every row, where libtorch has the op and this CPU runs oneDNN's bf16
@@ -456,10 +456,13 @@ TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product and matc
         if (name.starts_with("aten::mm") || name.starts_with("aten::addmm")) ++blas;
         return nullptr;
       }).needsInputs(false));
+  // Run as a float32 product (linear_reduced_in_float32), it reaches the inner product
+  // only with KILN_CPU_LINEAR=onednn: 37·300·129 is below float32's threshold there.
+  const bool routed = kiln::ops::linear_reduced_in_float32();
   const bool expect_inner =
-      !blas_forced() &&
-      has_inner_product() &&
-      kiln::ops::linear_onednn_matmul_available();
+      routed ? onednn_forced() && has_inner_product()
+             : !blas_forced() && has_inner_product() && kiln::ops::linear_onednn_matmul_available();
+  const bool expect_inner_unbiased = routed && onednn_forced() && has_inner_product();
   for (const bool transposed : {false, true}) {  // else x stepped: x[:, ::2]
     INFO("x transposed " << transposed << ", inner product expected " << expect_inner);
     const auto in = sample({37, 300, 129}, at::kBFloat16);
@@ -480,13 +483,71 @@ TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product and matc
     KILN_REQUIRE_CLOSE(yb, reference(in.x, in.w, in.b), tol.rtol, tol.atol);
     inner = blas = 0;
     const auto y0 = kiln::ops::linear(x, w, std::nullopt);
-    CHECK(inner == 0);
+    CHECK(inner == (expect_inner_unbiased ? 1 : 0));
     KILN_REQUIRE_CLOSE(y0, reference(in.x, in.w, at::zeros({129}, at::kBFloat16)), tol.rtol, tol.atol);
   }
   const auto in = sample({4, 8, 3}, at::kBFloat16);
   REQUIRE(kiln::ops::linear(in.x.slice(0, 0, 0), in.w, in.b).sizes() == at::IntArrayRef{0, 3});
   REQUIRE(kiln::ops::linear(in.x.slice(1, 0, 0), in.w.slice(1, 0, 0), in.b).equal(
       in.b.expand({4, 3})));  // K = 0: the bias alone
+  at::removeCallback(handle);
+}
+
+TEST_CASE("bfloat16 and float16 products on a CPU without fast ones are float32's, rounded once",
+          "[ops][linear]") {
+  // Where this CPU has no fast bf16 products (or KILN_CPU_REDUCED_PRODUCTS=float32) the
+  // operands are cast up, the float32 product runs, and its result is rounded once: bit
+  // for bit kiln's float32 linear of the same values, cast down. Elsewhere (=native, or
+  // AMX, AMD's AVX512-BF16) no cast runs. Rows below 16, 16-48 (float32's transposed
+  // path) and above; with and without a bias; strided operands; each gradient alone.
+  static thread_local int casts = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string_view(fn.name()) == "kiln::cast") ++casts;
+        return nullptr;
+      }).needsInputs(false));
+  const bool routed = kiln::ops::linear_reduced_in_float32();
+  if (env_is("KILN_CPU_REDUCED_PRODUCTS", "float32")) CHECK(routed);
+  if (env_is("KILN_CPU_REDUCED_PRODUCTS", "native")) CHECK_FALSE(routed);
+  if (!env_is("KILN_CPU_REDUCED_PRODUCTS", "native") && !env_is("KILN_CPU_REDUCED_PRODUCTS", "float32")) {
+    const auto kind = kiln::ops::cpu_bf16_matmul();
+    CHECK(routed == (kind == kiln::ops::CpuBf16Matmul::kEmulated ||
+                     kind == kiln::ops::CpuBf16Matmul::kAvx512Bf16OnePort));
+  }
+  const auto f = [](const at::Tensor& t) { return t.defined() ? t.to(at::kFloat) : t; };
+  for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+    for (const auto& s : std::vector<Shape>{{5, 33, 17}, {37, 300, 129}, {70, 200, 96}}) {
+      for (const bool bias : {true, false}) {
+        for (const bool strided : {false, true}) {
+          INFO("dtype " << dtype << ", B " << s.B << ", K " << s.K << ", N " << s.N << ", bias " << bias
+                        << ", strided " << strided << ", routed " << routed);
+          auto in = sample(s, dtype);
+          const auto x = strided ? stepped(in.x) : in.x, w = strided ? stepped(in.w) : in.w;
+          const auto b = bias ? (strided ? stepped(in.b) : in.b) : at::Tensor();
+          casts = 0;
+          const auto y = kiln::ops::linear(x, w, opt(b));
+          REQUIRE(y.scalar_type() == dtype);
+          CHECK(casts == (routed ? (bias ? 4 : 3) : 0));  // x, w, b up; the result down
+          const auto tol = tolerance(dtype, s.K);
+          KILN_REQUIRE_CLOSE(y, reference(in.x, in.w, b.defined() ? in.b : at::Tensor()), tol.rtol, tol.atol);
+          const auto g = at::randn({s.B, s.N}).to(dtype);
+          const auto [dx, dw, db] = kiln::ops::linear_backward(g, x, w, {true, true, true});
+          REQUIRE((dx.scalar_type() == dtype && dw.scalar_type() == dtype));
+          REQUIRE(at::equal(db, at::sum(g, 0)));
+          if (!routed) continue;
+          const auto expect = kiln::ops::linear(f(x), f(w), opt(f(b))).to(dtype);
+          REQUIRE(at::equal(y, expect));
+          REQUIRE(at::equal(kiln::ops::linear_relu(x, w, opt(b)), at::relu(expect)));
+          const auto [fx, fw, fb] = kiln::ops::linear_backward(f(g), f(x), f(w), {true, true, true});
+          REQUIRE(at::equal(dx, fx.to(dtype)));
+          REQUIRE(at::equal(dw, fw.to(dtype)));
+          // One gradient alone: the other operand is there for its shape only.
+          REQUIRE(at::equal(std::get<0>(kiln::ops::linear_backward(g, x, w, {true, false, false})), dx));
+          REQUIRE(at::equal(std::get<1>(kiln::ops::linear_backward(g, x, w, {false, true, false})), dw));
+        }
+      }
+    }
+  }
   at::removeCallback(handle);
 }
 

@@ -29,6 +29,12 @@
 #include "../op_support.h"
 #include "util/env_switch.h"
 
+namespace kiln::ops {
+// kiln::cast (ops.h, which cannot be included here: its function kiln::ops::linear
+// would clash with this file's namespace of that name).
+at::Tensor cast(const at::Tensor& x, at::ScalarType dtype);
+}  // namespace kiln::ops
+
 namespace kiln::ops::linear {
 namespace {
 
@@ -275,6 +281,29 @@ void transposed_epilogue(const at::Tensor& zt, const std::optional<at::Tensor>& 
                    [&](int64_t t0, int64_t t1) { tiles_fn(src, bp, dst, rows, n, t0, t1); });
 }
 
+// Whether a bfloat16 or float16 CPU product runs as a float32 one: its operands cast up
+// (exact), the float32 product (MKL or oneDNN, with float32 accumulation), rounded once
+// to the operands' dtype: the arithmetic of a native bf16 product (products of the
+// rounded values summed in float32, one rounding at the end), in another summation
+// order. Where this CPU has no fast bf16 products (cpu_bf16_matmul(): kEmulated, or
+// Intel's AVX512-BF16 without AMX, which ran them at about half float32's speed):
+// oneDNN's emulated bf16 product here, the Intel Xeon model 207, took 3.6x float32's
+// time (128x784 by 784x512), about 50x on an AVX2 EPYC (docs/performance.md), and the
+// casts cost a pass over each operand and output. float16 follows bf16's rule: a CPU
+// without bf16 products has no fp16 ones either. AMD's AVX512-BF16 and AMX keep their
+// native products. KILN_CPU_REDUCED_PRODUCTS=auto (default) | native | float32, for
+// A/B runs.
+bool reduced_products_in_float32(const at::Tensor& x) {
+  if (!x.is_cpu() || (x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kHalf)) return false;
+  static const auto policy = util::env_switch("KILN_CPU_REDUCED_PRODUCTS", {"auto", "native", "float32"});
+  if (policy != 0) return policy == 2;
+  static const bool slow = cpu_bf16_matmul() == CpuBf16Matmul::kEmulated ||
+                           cpu_bf16_matmul() == CpuBf16Matmul::kAvx512Bf16OnePort;
+  return slow;
+}
+
+at::Tensor to_float(const at::Tensor& t) { return kiln::ops::cast(t, at::kFloat); }
+
 // z = x·wᵀ + b, then relu where asked, on the paths below.
 at::Tensor forward_with(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b, bool relu) {
   const auto activate = [relu](at::Tensor z) {
@@ -285,6 +314,10 @@ at::Tensor forward_with(const at::Tensor& x, const at::Tensor& w, const std::opt
     else at::relu_(z);
     return z;
   };
+  if (reduced_products_in_float32(x)) {  // the float32 product, rounded once (above)
+    const auto bias = b && b->defined() ? std::optional<at::Tensor>(to_float(*b)) : std::nullopt;
+    return activate(kiln::ops::cast(forward_with(to_float(x), to_float(w), bias, false), x.scalar_type()));
+  }
   // Not oneDNN's fused "relu" post-op where the product runs there: it turns NaN into 0
   // (a max against zero; tests/ops/test_linear.cpp caught it), kiln::relu keeps NaN.
   if (onednn_pays(x, x.size(0), x.size(1), w.size(0)) || onednn_bf16_pays(x, w, b))
@@ -343,16 +376,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_aten(const at::Tensor& g
                                                              const at::Tensor& x,
                                                              const at::Tensor& w,
                                                              std::array<bool, 3> output_mask) {
+  if (reduced_products_in_float32(grad)) {  // float32 products, each rounded once (above)
+    // x's values serve dw only, w's dx only: the other is passed for its shape.
+    auto [dx, dw, none] = backward_aten(to_float(grad), output_mask[1] ? to_float(x) : x,
+                                        output_mask[0] ? to_float(w) : w, {output_mask[0], output_mask[1], false});
+    const auto dtype = grad.scalar_type();
+    return {dx.defined() ? kiln::ops::cast(dx, dtype) : dx, dw.defined() ? kiln::ops::cast(dw, dtype) : dw,
+            output_mask[2] ? at::sum(grad, 0) : at::Tensor()};  // ATen's sum: float32 accumulators
+  }
   at::Tensor dx, dw, db;
   // dx = grad · w = grad · (wᵀ)ᵀ: oneDNN's inner product with wᵀ as its weight where
   // it pays; dw = gradᵀ · x: oneDNN's matmul on the strided operands where it pays
   // (the inner product would copy x transposed first), else at::mm.
   if (output_mask[0]) {
     if (onednn_pays(grad, grad.size(0), grad.size(1), w.size(1))) dx = onednn_linear(grad, w.t(), std::nullopt);
-    else dx = output_like(x), at::mm_out(dx, grad, w);
+    else dx = output_like(x, grad.scalar_type()), at::mm_out(dx, grad, w);
   }
   if (output_mask[1]) {
-    dw = output_like(w);
+    dw = output_like(w, grad.scalar_type());
     if (onednn_matmul_pays(grad, grad.size(1), grad.size(0), x.size(1))) onednn_matmul(grad.t(), x, dw);
     else at::mm_out(dw, grad.t(), x);
   }
@@ -366,4 +407,5 @@ namespace kiln::ops {
 bool linear_onednn_matmul_available() { return linear::onednn_matmul_fn() != nullptr; }
 bool linear_float32_onednn_by_default(std::string_view vendor) { return vendor != "GenuineIntel"; }
 bool linear_float32_onednn() { return linear::float32_onednn(); }
+bool linear_reduced_in_float32() { return linear::reduced_products_in_float32(at::empty({0}, at::kBFloat16)); }
 }  // namespace kiln::ops

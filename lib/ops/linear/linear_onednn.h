@@ -22,4 +22,10 @@ bool linear_float32_onednn();
 /// Example: if (linear_onednn_matmul_available()) …
 bool linear_onednn_matmul_available();
 
+/// Whether this process computes bfloat16 and float16 CPU products as float32 ones
+/// (operands cast up, one rounding of the float32 result): KILN_CPU_REDUCED_PRODUCTS=auto
+/// on a CPU without fast bf16 products (cpu_bf16_matmul() kEmulated or
+/// kAvx512Bf16OnePort), or =float32; =native never. Example: if (linear_reduced_in_float32()) …
+bool linear_reduced_in_float32();
+
 }  // namespace kiln::ops
