@@ -2,11 +2,15 @@
 // the forward pass.
 #include "nn/convnet.h"
 
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/nn/functional/conv.h>
 #include <torch/nn/functional/pooling.h>
 
 #include <algorithm>
 
 #include "nn/trace.h"
+#include "ops/linear/linear_onednn.h"
 #include "ops/ops.h"
 #include "util/env_switch.h"
 
@@ -83,7 +87,7 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   if (options.channels_last()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
   const auto& pools = options.pool_after();
   for (size_t i = 0; i < convs_->size(); ++i) {
-    x = traced(*convs_[i], convs_[i]->as<torch::nn::Conv2d>()->forward(x));
+    x = traced(*convs_[i], conv(i, x));
     x = traced(*norms_[i], norm_then(i, x, act));  // (B, C_i, H_i, W_i)
     if (std::count(pools.begin(), pools.end(), static_cast<int64_t>(i) + 1) > 0) x = pool(x);
   }
@@ -98,6 +102,30 @@ torch::Tensor ConvNetImpl::forward(torch::Tensor x) {
   if (hidden_) x = act.linear_then(*hidden_, x);  // (B, hidden)
   x = kiln::ops::random_dropout(x, options.dropout(), is_training());
   return traced(*this, output_->forward(x));  // (B, out_features)
+}
+
+// Under CPU autocast in bf16 or fp16, where kiln::linear runs such products as float32
+// ones (ops::linear_reduced_in_float32(): a CPU without fast bf16 products), the
+// convolution does the same: x and the filters rounded to autocast's dtype as autocast
+// would (a half x stays as it is), cast up (exact), oneDNN's float32 convolution, the
+// result rounded once — a native bf16 convolution's arithmetic (float32 sums of the
+// rounded products), in another order, where oneDNN emulates bf16 on such a CPU
+// (docs/models.md). Autograd sees the casts, so the gradients are rounded as a bf16
+// convolution's are and the filters' cast back to float32. Elsewhere the module's own
+// forward, which autocast runs in its dtype.
+torch::Tensor ConvNetImpl::conv(size_t i, const torch::Tensor& x) {
+  auto& c = *convs_[i]->as<torch::nn::Conv2d>();
+  if (!x.is_cpu() || !at::autocast::is_autocast_enabled(at::kCPU) || !ops::linear_reduced_in_float32())
+    return c.forward(x);
+  const auto dtype = at::autocast::get_autocast_dtype(at::kCPU);
+  if (dtype != at::kBFloat16 && dtype != at::kHalf) return c.forward(x);
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  const auto rounded = [dtype](const torch::Tensor& t) { return t.to(dtype).to(at::kFloat); };
+  const auto& o = c.options;
+  auto options = torch::nn::functional::Conv2dFuncOptions().stride(o.stride()).padding(o.padding()).dilation(
+      o.dilation()).groups(o.groups());
+  if (c.bias.defined()) options.bias(rounded(c.bias));
+  return torch::nn::functional::conv2d(rounded(x), rounded(c.weight), options).to(dtype);
 }
 
 namespace {

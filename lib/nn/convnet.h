@@ -58,6 +58,9 @@ class ConvNetImpl : public torch::nn::Cloneable<ConvNetImpl>, public OutputHead 
   /// Block i's batch norm and then the activation: kiln::ops::batch_norm (the ReLU
   /// fused into it) where it runs, else torch's BatchNorm2d and act.
   torch::Tensor norm_then(size_t i, const torch::Tensor& x, const Activation& act);
+  /// Block i's 3×3 convolution: the module's own, or under CPU bf16/fp16 autocast where
+  /// the CPU has no fast bf16 products, the float32 one of the rounded operands.
+  torch::Tensor conv(size_t i, const torch::Tensor& x);
   /// The 2×2 max-pool after a block: kiln::ops::max_pool2 where it runs, else ATen's.
   torch::Tensor pool(const torch::Tensor& x) const;
 

@@ -834,8 +834,8 @@ TrainResult Run::run() {
       if (kind == ops::CpuBf16Matmul::kEmulated)
         log::warn(std::string("train.precision = \"bf16\" on a CPU without bf16 matrix instructions (AVX512-BF16 or "
                               "AMX-BF16): ") +
-                  (routed ? "its matrix products run as fp32 ones (operands cast up, each result rounded to bf16 "
-                            "once), so bf16 saves no time here and its casts cost some"
+                  (routed ? "its matrix products and convolutions run as fp32 ones (operands cast up, each "
+                            "result rounded to bf16 once), so bf16 saves no time here and its casts cost some"
                           : "its matrix products are emulated (KILN_CPU_REDUCED_PRODUCTS=native), many times "
                             "slower than fp32's (about 50x on an AVX2 EPYC)") +
                   "; fp32 is faster on this machine (docs/performance.md)");
@@ -843,8 +843,8 @@ TrainResult Run::run() {
         log::warn(std::string("train.precision = \"bf16\" on an Intel CPU with AVX512-BF16 but no AMX-BF16: it does "
                               "no more bf16 multiply-adds a cycle than fp32 ones (its bf16 matrix products ran at "
                               "about half fp32's speed on such a Xeon), ") +
-                  (routed ? "so its matrix products run as fp32 ones (operands cast up, each result rounded to "
-                            "bf16 once) and bf16 saves no time here"
+                  (routed ? "so its matrix products and convolutions run as fp32 ones (operands cast up, each "
+                            "result rounded to bf16 once) and bf16 saves no time here"
                           : "and KILN_CPU_REDUCED_PRODUCTS=native keeps them (the default MLP's step 0.61x fp32's)") +
                   "; fp32 is faster on this machine (docs/performance.md)");
     }

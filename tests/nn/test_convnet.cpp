@@ -12,8 +12,10 @@
 
 #include "nn/convnet.h"
 #include "nn/factory.h"
+#include "ops/linear/linear_onednn.h"
 #include "run_files.h"
 #include "support.h"
+#include "train/amp.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
 
@@ -165,6 +167,55 @@ TEST_CASE("ConvNet channels-last: kiln's pools, and the backward copies no activ
   loss.backward();
   at::removeCallback(handle);
   CHECK(copies == 0);
+}
+
+TEST_CASE("ConvNet under CPU autocast: where bf16 products run as float32 ones, so do its convolutions",
+          "[nn][convnet][linear]") {
+  // Where kiln::linear runs bf16 and fp16 products as float32 ones (no fast bf16
+  // products on this CPU, or KILN_CPU_REDUCED_PRODUCTS=float32), the convolutions run in
+  // float32 on rounded operands, their results rounded to autocast's dtype; else (=native)
+  // autocast's own bf16 convolutions. Either way the logits and gradients stay within
+  // bf16's rounding of float32's, contiguous and channels-last.
+  const bool routed = kiln::ops::linear_reduced_in_float32();
+  static thread_local std::map<at::ScalarType, int> convs;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const auto inputs = fn.inputs();
+        if (std::string_view(fn.name()) == "aten::convolution" && !inputs.empty() && inputs[0].isTensor())
+          ++convs[inputs[0].toTensor().scalar_type()];
+        return nullptr;
+      }).needsInputs(true));
+  for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+    for (const bool nhwc : {false, true}) {
+      INFO("dtype " << dtype << ", channels-last " << nhwc << ", routed " << routed);
+      torch::manual_seed(5);
+      kiln::nn::ConvNet net(
+          kiln::nn::ConvNetOptions({1, 12, 12}, 4).channels({6, 8}).pool_after({1, 2}).hidden(16).channels_last(nhwc));
+      const auto x = at::randn({7, 1, 12, 12});
+      const auto y = net->forward(x);
+      y.square().sum().backward();
+      std::vector<at::Tensor> grads;
+      for (auto& p : net->parameters()) grads.push_back(p.grad().clone()), p.mutable_grad().reset();
+      convs.clear();
+      at::Tensor yh;
+      {
+        kiln::train::AutocastGuard amp(at::kCPU, dtype);
+        yh = net->forward(x);
+      }
+      CHECK(convs[dtype] == (routed ? 0 : 2));
+      CHECK(convs[at::kFloat] == (routed ? 2 : 0));
+      REQUIRE(yh.scalar_type() == dtype);
+      KILN_REQUIRE_CLOSE(yh.to(at::kFloat), y, 0.1, 0.1);
+      yh.to(at::kFloat).square().sum().backward();
+      const auto params = net->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        REQUIRE(params[i].grad().scalar_type() == at::kFloat);
+        const double scale = grads[i].abs().max().item<double>();
+        KILN_REQUIRE_CLOSE(params[i].grad(), grads[i], 0.1, 0.1 * scale + 1e-3);
+      }
+    }
+  }
+  at::removeCallback(handle);
 }
 
 TEST_CASE("ConvNet trains from config with augmented images; a run stopped and resumed ends bit for bit, running statistics included",
