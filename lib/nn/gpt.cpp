@@ -20,6 +20,7 @@
 #include "nn/trace.h"
 #include "ops/cpu_bf16.h"
 #include "ops/cpu_capability.h"
+#include "ops/linear/linear_onednn.h"
 #include "ops/ops.h"
 #include "util/env_switch.h"
 
@@ -70,17 +71,23 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 // Whether a block's attention runs kiln's fused kernel (kiln::causal_attention,
 // docs/ops.md) on qkv (B·T, 3C), unless KILN_CPU_ATTENTION=composite: on the CPU under
-// bfloat16 autocast, where the CPU has AVX512-BF16 and no AMX (without the first the
-// kernel's products are float loops; with AMX oneDNN's products in the composite may
-// well be the faster: not measured); and on a float32 qkv without autocast, in kiln's
+// bfloat16 autocast, where the CPU has AVX512-BF16 and no AMX (with AMX oneDNN's
+// products in the composite may well be the faster: not measured), and where it has
+// neither but bf16 products run as float32 ones (ops::linear_reduced_in_float32()): the
+// kernel's products are float loops there, and still beat the composite's emulated
+// bf16 batched GEMMs (the character GPT in bf16 on the Intel Xeon model 207, 30 steps
+// alternated: 101.9 / 89.8 against 84.7 / 82.6 samples/s, the same loss to six digits,
+// docs/models.md); and on a float32 qkv without autocast, in kiln's
 // AVX2 and AVX-512 builds, where it runs 1.6x ATen's CPU flash attention (AVX-512;
 // 1.1x AVX2's) and takes dropout, which ATen's does not (docs/ops.md). The caller
 // checks what the kernel does not do (a KV cache); dropout on the attention weights it
 // does.
 bool fused_attention_applies(const at::Tensor& qkv) {
   static const bool allowed = util::env_switch("KILN_CPU_ATTENTION", {"auto", "composite"}) == 0;
-  static const bool bf16 = kiln::ops::cpu_has_avx512_bf16() &&
-                           kiln::ops::cpu_bf16_matmul() != kiln::ops::CpuBf16Matmul::kMatrixUnits;
+  static const bool bf16 = (kiln::ops::cpu_has_avx512_bf16() &&
+                            kiln::ops::cpu_bf16_matmul() != kiln::ops::CpuBf16Matmul::kMatrixUnits) ||
+                           (kiln::ops::cpu_bf16_matmul() == kiln::ops::CpuBf16Matmul::kEmulated &&
+                            kiln::ops::linear_reduced_in_float32());
   static const bool f32 = kiln::ops::cpu_capability() >= kiln::ops::CpuCapability::kAvx2;
   if (!allowed || !qkv.is_cpu()) return false;
   if (at::autocast::is_autocast_enabled(at::kCPU))

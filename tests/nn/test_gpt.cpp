@@ -15,7 +15,9 @@
 #include "nn/factory.h"
 #include "nn/generate.h"
 #include "nn/gpt.h"
+#include "ops/cpu_bf16.h"
 #include "ops/cpu_capability.h"
+#include "ops/linear/linear_onednn.h"
 #include "run_files.h"
 #include "sample_command.h"
 #include "support.h"
@@ -211,6 +213,44 @@ TEST_CASE("Gpt in float32 on the CPU runs kiln's fused attention, dropout inside
   CHECK(weights.size() == (kernel ? 0u : 3u));
   CHECK(aten_dropouts == 0);
   CHECK(sdpa == 0);
+}
+
+TEST_CASE("Gpt under CPU bf16 autocast: the fused attention where bf16 products are slow", "[nn][gpt][linear]") {
+  // kiln::causal_attention where the CPU has AVX512-BF16 without AMX, and where it has
+  // neither and bf16 products run as float32 ones (its float loops beat the composite's
+  // emulated bf16 batched GEMMs); else the composite (baddbmm, softmax, bmm).
+  using Kind = kiln::ops::CpuBf16Matmul;
+  const char* env = std::getenv("KILN_CPU_ATTENTION");
+  const bool fused_expected =
+      (env == nullptr || std::string_view(env) != "composite") &&
+      ((kiln::ops::cpu_has_avx512_bf16() && kiln::ops::cpu_bf16_matmul() != Kind::kMatrixUnits) ||
+       (kiln::ops::cpu_bf16_matmul() == Kind::kEmulated && kiln::ops::linear_reduced_in_float32()));
+  static thread_local std::set<const void*> fused;
+  static thread_local int64_t baddbmm = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string_view name = fn.name();
+        if (name == "aten::baddbmm") ++baddbmm;
+        const auto inputs = fn.inputs();
+        if (name == "kiln::causal_attention" && !inputs.empty() && inputs[0].isTensor())
+          fused.insert(inputs[0].toTensor().const_data_ptr());
+        return nullptr;
+      }).needsInputs(true));
+  auto gpt = small_gpt(0);
+  const auto tokens = torch::randint(11, {2, 16}, torch::kLong);
+  fused.clear();
+  baddbmm = 0;
+  at::Tensor logits;
+  {
+    kiln::train::AutocastGuard amp(at::kCPU, at::kBFloat16);
+    logits = gpt->forward(tokens);
+  }
+  at::removeCallback(handle);
+  const auto blocks = static_cast<int64_t>(gpt->options.layers());
+  CHECK(static_cast<int64_t>(fused.size()) == (fused_expected ? blocks : 0));
+  CHECK((baddbmm >= blocks) == !fused_expected);  // recorded at each dispatch level: once or more a block
+  logits.to(at::kFloat).square().sum().backward();
+  for (const auto& p : gpt->parameters()) REQUIRE(p.grad().defined());
 }
 
 TEST_CASE("Gpt: checkpointed blocks give the same outputs and gradients", "[nn][gpt]") {
