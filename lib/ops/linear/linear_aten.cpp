@@ -292,14 +292,20 @@ void transposed_epilogue(const at::Tensor& zt, const std::optional<at::Tensor>& 
 // casts cost a pass over each operand and output. float16 follows bf16's rule: a CPU
 // without bf16 products has no fp16 ones either. AMD's AVX512-BF16 and AMX keep their
 // native products. KILN_CPU_REDUCED_PRODUCTS=auto (default) | native | float32, for
-// A/B runs.
+// A/B runs. Decided once per process.
+bool reduced_in_float32_here() {
+  static const bool on = [] {
+    const auto policy = util::env_switch("KILN_CPU_REDUCED_PRODUCTS", {"auto", "native", "float32"});
+    if (policy != 0) return policy == 2;
+    return cpu_bf16_matmul() == CpuBf16Matmul::kEmulated || cpu_bf16_matmul() == CpuBf16Matmul::kAvx512Bf16OnePort;
+  }();
+  return on;
+}
+
+// Whether x's product takes that route: a bf16 or fp16 CPU tensor, where it applies.
 bool reduced_products_in_float32(const at::Tensor& x) {
-  if (!x.is_cpu() || (x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kHalf)) return false;
-  static const auto policy = util::env_switch("KILN_CPU_REDUCED_PRODUCTS", {"auto", "native", "float32"});
-  if (policy != 0) return policy == 2;
-  static const bool slow = cpu_bf16_matmul() == CpuBf16Matmul::kEmulated ||
-                           cpu_bf16_matmul() == CpuBf16Matmul::kAvx512Bf16OnePort;
-  return slow;
+  return x.is_cpu() && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) &&
+         reduced_in_float32_here();
 }
 
 at::Tensor to_float(const at::Tensor& t) { return kiln::ops::cast(t, at::kFloat); }
@@ -407,5 +413,5 @@ namespace kiln::ops {
 bool linear_onednn_matmul_available() { return linear::onednn_matmul_fn() != nullptr; }
 bool linear_float32_onednn_by_default(std::string_view vendor) { return vendor != "GenuineIntel"; }
 bool linear_float32_onednn() { return linear::float32_onednn(); }
-bool linear_reduced_in_float32() { return linear::reduced_products_in_float32(at::empty({0}, at::kBFloat16)); }
+bool linear_reduced_in_float32() { return linear::reduced_in_float32_here(); }
 }  // namespace kiln::ops
