@@ -4,7 +4,9 @@
 // ("fwd+bwd": one kiln node against at::linear's and at::relu's); n is the element count of
 // x: (n / 1024, 1024), with w: (1024, 1024). With float32 on the CPU also the bfloat16
 // forward with a bias, at that shape ("bf16-fwd") and at the character GPT's first MLP
-// layer, x: (n / 192, 192), w: (768, 192) ("bf16-gpt"), against at::addmm in bfloat16.
+// layer, x: (n / 192, 192), w: (768, 192) ("bf16-gpt"), against at::addmm in bfloat16,
+// and that layer in float32 ("gpt": linear; "gpt-keep": linear_gelu_forward, which
+// keeps z for the backward).
 #include "cases.h"
 #include "ops/ops.h"
 
@@ -34,6 +36,15 @@ KILN_BENCH_CASES(linear) {
                      [=] { at::relu(at::linear(xa, wa, ba)).backward(g); }});
   }
   if (options.dtype() == at::kFloat && options.device().is_cpu()) {
+    // The character GPT's first MLP layer in float32, x: (n / 192, 192), w: (768, 192):
+    // its linear with a bias ("gpt") and its linear_gelu keeping z, as training does
+    // ("gpt-keep"), against at::addmm and at::gelu.
+    constexpr int64_t kK = 192, kN = 768;
+    const auto xf = at::randn({std::max<int64_t>(n / kK, 1), kK}, options), wf = at::randn({kN, kK}, options) / 14;
+    const auto bf = at::randn({kN}, options);
+    cases.push_back({"linear", "gpt", [=] { kiln::ops::linear(xf, wf, bf); }, [=] { at::addmm(bf, xf, wf.t()); }});
+    cases.push_back({"linear_gelu", "gpt-keep", [=] { kiln::ops::linear_gelu_forward(xf, wf, bf); },
+                     [=] { at::gelu(at::addmm(bf, xf, wf.t()), "tanh"); }});
     const auto xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
     cases.push_back({"linear", "bf16-fwd", [=] { kiln::ops::linear(xb, wb, bb); },
                      [=] { at::addmm(bb, xb, wb.t()); }});

@@ -12,8 +12,12 @@
 #include <iostream>
 
 #include "ops/cpu_bf16.h"
+#include "ops/gelu/gelu_kernel.h"
+#include "ops/linear/linear_kernel.h"
+#include "ops/relu/relu_kernel.h"
 #include "ops/linear/linear_onednn.h"
 #include "ops/ops.h"
+#include "cpu_builds.h"
 #include "support.h"
 
 using kiln::test::gradcheck;
@@ -440,6 +444,136 @@ TEST_CASE("a float32 product of 16 to 48 rows on BLAS runs transposed and matche
     }
   }
   at::removeCallback(handle);
+}
+
+TEST_CASE("a float32 product with a bias on the library's direct path is at::mm and kiln's bias pass",
+          "[ops][linear]") {
+  // Where neither oneDNN's inner product nor the transposed form takes a float32
+  // product with a bias, it is at::mm without the bias and then one pass of kiln's
+  // adding the bias (and relu, or gelu beside z): at::mm + b, then relu or kiln's gelu,
+  // bit for bit. KILN_CPU_LINEAR_BIAS=addmm keeps at::addmm (ctest runs [linear] so too).
+  static thread_local int mm = 0, addmm = 0, add = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string_view name = fn.name();
+        if (name == "aten::mm") ++mm;
+        if (name == "aten::addmm") ++addmm;
+        if (name == "aten::add" || name == "aten::relu" || name == "aten::gelu") ++add;
+        return nullptr;
+      }).needsInputs(false));
+  const bool addmm_forced = env_is("KILN_CPU_LINEAR_BIAS", "addmm");
+  const bool transposed_off = env_is("KILN_CPU_LINEAR_TRANSPOSED", "off");
+  const bool has_op = has_inner_product();
+  // rows below, inside and past the transposed form's 16-48; widths with vector tails
+  const std::vector<Shape> shapes = {{1, 5, 3}, {5, 37, 13}, {32, 64, 16}, {64, 300, 257}, {200, 33, 40}};
+  for (const auto& s : shapes) {
+    const bool on_onednn = has_op && kiln::ops::linear_float32_onednn() &&
+                           (onednn_forced() || s.B * s.K * s.N >= (int64_t{1} << 22));
+    const bool transposed = !transposed_off && !kiln::ops::linear_float32_onednn() && s.B >= 16 && s.B <= 48;
+    const bool pass = !addmm_forced && !on_onednn && !transposed;
+    for (const int layout : {0, 1}) {  // plain; x transposed, w and b stepped
+      INFO("shape " << s.B << "x" << s.K << "x" << s.N << ", layout " << layout << ", bias pass " << pass);
+      const auto in = sample(s, at::kFloat);
+      const auto x = layout == 1 ? in.x.t().contiguous().t() : in.x;
+      const auto w = layout == 1 ? stepped(in.w) : in.w;
+      const auto b = layout == 1 ? stepped(in.b) : in.b;
+      mm = addmm = add = 0;
+      const auto y = kiln::ops::linear(x, w, b);
+      const auto r = kiln::ops::linear_relu(x, w, b);
+      if (pass) {
+        CHECK(mm == 2);
+        CHECK(addmm == 0);
+        CHECK(add == 0);
+        const auto unfused = at::add(at::mm(x, w.t()), b);
+        REQUIRE(at::equal(y, unfused));
+        REQUIRE(at::equal(r, at::relu(unfused)));
+        if (gelu_built()) {
+          const auto [gy, gz] = kiln::ops::linear_gelu_forward(x, w, b);
+          REQUIRE(at::equal(gz, unfused));
+          REQUIRE(at::equal(gy, kiln::ops::gelu(unfused)));
+          REQUIRE(at::equal(kiln::ops::linear_gelu(x, w, b), gy));
+        }
+      } else if (!transposed) {
+        CHECK(addmm == (on_onednn ? 0 : 2));
+      }
+      const auto tol = tolerance(at::kFloat, s.K);
+      const auto ref = reference(in.x, in.w, in.b);
+      KILN_REQUIRE_CLOSE(y, ref, tol.rtol, tol.atol);
+      KILN_REQUIRE_CLOSE(r, at::relu(ref), tol.rtol, tol.atol);
+    }
+  }
+  at::removeCallback(handle);
+}
+
+TEST_CASE("the bias pass of every CPU build: bias, relu and gelu rows, tails, either stores, in place",
+          "[ops][linear]") {
+  using kiln::ops::Stores;
+  using kiln::ops::cpu::BiasEpilogue;
+  const auto passes = KILN_CPU_BUILDS(bias_epilogue);
+  const auto gelus = KILN_CPU_BUILDS(gelu_forward);  // each build against its own gelu and relu
+  const auto relus = KILN_CPU_BUILDS(relu_forward);
+  REQUIRE((passes.size() == gelus.size() && passes.size() == relus.size()));
+  for (size_t k = 0; k < passes.size(); ++k) {
+    const auto& [name, pass] = passes[k];
+    for (const int64_t n : {1, 13, 16, 37, 64}) {
+      for (const auto stores : {Stores::kCached, Stores::kStreaming}) {
+        INFO(name << " build, n " << n << ", streaming " << (stores == Stores::kStreaming));
+        const int64_t rows = 7;
+        auto t = at::randn({rows, n}) * 3;
+        t[0][0] = NAN;  // kept by relu and gelu
+        t[1][0] = -0.0f;
+        auto b = at::randn({n});
+        b[0] = 0.0f;  // -0 + 0 = +0: the sum's own sign, as at::add gives it
+        const auto sum = at::add(t, b);
+        // rows 2..5 only: the others stay as they were
+        const auto check_rows = [&](const at::Tensor& out, const at::Tensor& expected, const at::Tensor& before) {
+          REQUIRE(at::equal(out.narrow(0, 0, 2).isnan(), before.narrow(0, 0, 2).isnan()));
+          REQUIRE(at::equal(at::nan_to_num(out.narrow(0, 0, 2)), at::nan_to_num(before.narrow(0, 0, 2))));
+          const auto mid = out.narrow(0, 2, 4), want = expected.narrow(0, 2, 4);
+          REQUIRE(at::equal(mid, want));
+          REQUIRE(at::equal(out.narrow(0, 6, 1), before.narrow(0, 6, 1)));
+        };
+        // all rows, then rows 2..5 alone
+        for (const bool some : {false, true}) {
+          const int64_t r0 = some ? 2 : 0, r1 = some ? 6 : rows;
+          auto z = t.clone();
+          pass(BiasEpilogue::kBias, b.data_ptr<float>(), z.data_ptr<float>(), nullptr, r0, r1, n, stores);
+          auto zr = t.clone();
+          pass(BiasEpilogue::kBiasRelu, b.data_ptr<float>(), zr.data_ptr<float>(), nullptr, r0, r1, n, stores);
+          auto want_relu = at::empty_like(sum);
+          relus[k].second(kiln::ops::DType::kFloat, sum.data_ptr<float>(), want_relu.data_ptr<float>(), sum.numel(),
+                          Stores::kCached);
+          auto zg = t.clone();
+          auto yg = at::full({rows, n}, 7.0f);
+          pass(BiasEpilogue::kBiasGelu, b.data_ptr<float>(), zg.data_ptr<float>(), yg.data_ptr<float>(), r0, r1, n,
+               stores);
+          auto want_gelu = at::empty_like(sum);
+          gelus[k].second(kiln::ops::DType::kFloat, sum.data_ptr<float>(), want_gelu.data_ptr<float>(), sum.numel(),
+                          Stores::kCached);
+          auto zi = t.clone();  // in place: y is z
+          pass(BiasEpilogue::kBiasGelu, b.data_ptr<float>(), zi.data_ptr<float>(), zi.data_ptr<float>(), r0, r1, n,
+               stores);
+          if (!some) {
+            REQUIRE(at::equal(z.isnan(), sum.isnan()));
+            REQUIRE(at::equal(at::nan_to_num(z), at::nan_to_num(sum)));
+            REQUIRE(std::signbit(z[1][0].item<float>()) == std::signbit(sum[1][0].item<float>()));
+            REQUIRE(at::equal(zr.isnan(), want_relu.isnan()));
+            REQUIRE(at::equal(at::nan_to_num(zr), at::nan_to_num(want_relu)));
+            REQUIRE(at::equal(at::nan_to_num(zg), at::nan_to_num(sum)));
+            REQUIRE(at::equal(yg.isnan(), want_gelu.isnan()));
+            REQUIRE(at::equal(at::nan_to_num(yg), at::nan_to_num(want_gelu)));
+            REQUIRE(at::equal(at::nan_to_num(zi), at::nan_to_num(want_gelu)));
+          } else {
+            check_rows(z, sum, t);
+            check_rows(zr, want_relu, t);
+            check_rows(zg, sum, t);
+            check_rows(yg, want_gelu, at::full({rows, n}, 7.0f));
+            check_rows(zi, want_gelu, t);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("a bfloat16 linear with a bias runs on oneDNN's inner product where bf16 runs natively, and matches float64",

@@ -1,14 +1,29 @@
-// The raw-pointer entry point of kiln::linear on CUDA: one cublasLtMatmul with the
-// bias (and GELU) fused as its epilogue. Shared by linear_cuda.cu (which sees
-// cuBLASLt) and linear_cuda.cpp (which sees Tensors); free of torch and cuBLAS headers.
+// The raw-pointer entry points of kiln::linear: on CUDA one cublasLtMatmul with the
+// bias (and GELU) fused as its epilogue, shared by linear_cuda.cu (which sees
+// cuBLASLt) and linear_cuda.cpp (which sees Tensors); on the CPU the bias (and relu or
+// GELU) pass after the library's product (linear_cpu_kernel.cpp, linear_aten.cpp).
+// Free of torch and cuBLAS headers.
 #pragma once
 #include <cstdint>
 #include <cstddef>
 
+#include "../cpu_capability.h"
 #include "../kernel_types.h"
 
 struct CUstream_st;
 struct cublasLtContext;
+
+namespace kiln::ops::cpu {
+/// What the CPU's float32 product computed without its bias does next, row by row.
+enum class BiasEpilogue : int8_t { kBias, kBiasRelu, kBiasGelu };
+// Over rows [r0, r1) of z (rows of n floats, contiguous): z[r, j] += b[j]; then
+// kBiasRelu: z = max(z, 0) in place (kiln::relu's vector max: NaN and -0 kept);
+// kBiasGelu: y[r, j] = gelu_tanh(z[r, j]) with z kept (y laid out like z; y == z
+// writes the gelu alone), y's aligned rows streamed past the caches when `stores`
+// says so.
+KILN_DECLARE_CPU_KERNEL(bias_epilogue, (BiasEpilogue e, const float* b, float* z, float* y, int64_t r0,
+                                        int64_t r1, int64_t n, Stores stores))
+}  // namespace kiln::ops::cpu
 
 namespace kiln::ops::cuda {
 
