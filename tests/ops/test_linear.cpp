@@ -90,6 +90,35 @@ bool gelu_built_or_skip() {
   return gelu_built() || kiln::test::skip("kiln::gelu_backward is not built");
 }
 
+// While alive, counts the ATen ops this thread runs that a product on the CPU may be
+// made of: aten::mm, aten::addmm, and the unfused epilogue's aten::add, relu and gelu.
+class ProductCounts {
+ public:
+  ProductCounts() {
+    current_ = this;
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          const std::string_view name = fn.name();
+          if (name == "aten::mm") ++current_->mm;
+          if (name == "aten::addmm") ++current_->addmm;
+          if (name == "aten::add" || name == "aten::relu" || name == "aten::gelu") ++current_->add;
+          return nullptr;
+        }).needsInputs(false));
+  }
+  ~ProductCounts() {
+    at::removeCallback(handle_);
+    current_ = nullptr;
+  }
+  ProductCounts(const ProductCounts&) = delete;
+  ProductCounts& operator=(const ProductCounts&) = delete;
+  int mm = 0, addmm = 0, add = 0;
+
+ private:
+  static thread_local ProductCounts* current_;
+  at::CallbackHandle handle_;
+};
+thread_local ProductCounts* ProductCounts::current_ = nullptr;
+
 }  // namespace
 
 TEST_CASE("linear forward matches at::linear for every dtype", "[ops][linear]") {
@@ -394,15 +423,8 @@ TEST_CASE("a float32 product of 16 to 48 rows on BLAS runs transposed and matche
   // at::addmm / at::mm, and so does every row count where float32 goes to oneDNN
   // (products under its threshold included). KILN_CPU_LINEAR_TRANSPOSED=off keeps the
   // direct form.
-  static thread_local int mm = 0, addmm = 0, add = 0;
-  const auto handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        const std::string_view name = fn.name();
-        if (name == "aten::mm") ++mm;
-        if (name == "aten::addmm") ++addmm;
-        if (name == "aten::add") ++add;
-        return nullptr;
-      }).needsInputs(false));
+  ProductCounts counts;
+  auto &mm = counts.mm, &addmm = counts.addmm, &add = counts.add;
   const bool off = env_is("KILN_CPU_LINEAR_TRANSPOSED", "off");
   const bool has_op = has_inner_product();
   for (const int64_t rows : {8, 16, 32, 48, 64}) {
@@ -443,7 +465,6 @@ TEST_CASE("a float32 product of 16 to 48 rows on BLAS runs transposed and matche
       }
     }
   }
-  at::removeCallback(handle);
 }
 
 TEST_CASE("a float32 product with a bias on the library's direct path is at::mm and kiln's bias pass",
@@ -452,15 +473,8 @@ TEST_CASE("a float32 product with a bias on the library's direct path is at::mm 
   // product with a bias, it is at::mm without the bias and then one pass of kiln's
   // adding the bias (and relu, or gelu beside z): at::mm + b, then relu or kiln's gelu,
   // bit for bit. KILN_CPU_LINEAR_BIAS=addmm keeps at::addmm (ctest runs [linear] so too).
-  static thread_local int mm = 0, addmm = 0, add = 0;
-  const auto handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        const std::string_view name = fn.name();
-        if (name == "aten::mm") ++mm;
-        if (name == "aten::addmm") ++addmm;
-        if (name == "aten::add" || name == "aten::relu" || name == "aten::gelu") ++add;
-        return nullptr;
-      }).needsInputs(false));
+  ProductCounts counts;
+  auto &mm = counts.mm, &addmm = counts.addmm, &add = counts.add;
   const bool addmm_forced = env_is("KILN_CPU_LINEAR_BIAS", "addmm");
   const bool transposed_off = env_is("KILN_CPU_LINEAR_TRANSPOSED", "off");
   const bool has_op = has_inner_product();
@@ -502,7 +516,6 @@ TEST_CASE("a float32 product with a bias on the library's direct path is at::mm 
       KILN_REQUIRE_CLOSE(r, at::relu(ref), tol.rtol, tol.atol);
     }
   }
-  at::removeCallback(handle);
 }
 
 TEST_CASE("the bias pass of every CPU build: bias, relu and gelu rows, tails, either stores, in place",
