@@ -282,17 +282,18 @@ void transposed_epilogue(const at::Tensor& zt, const std::optional<at::Tensor>& 
                    [&](int64_t t0, int64_t t1) { tiles_fn(src, bp, dst, rows, n, t0, t1); });
 }
 
-// Whether a float32 CPU product with a bias on the library's direct path (MKL's, or
-// oneDNN's matmul where float32 goes there but below the inner product's threshold)
-// runs as at::mm without the bias and then kiln's bias pass (linear_cpu_kernel.cpp),
-// which adds the bias and applies relu, or writes gelu(z) beside z, while z's rows are
-// in cache. at::addmm copies the bias into every row of its output and then adds the
-// product into it: on the 2-core Intel Xeon model 207 (two threads, medians) the
-// default MLP's 128x784 by 784x512 took 467 us as addmm against 440 as mm, and the
-// character GPT's 4096x192 by 192x768 5,344 against 4,357 (4,614 with ATen's add_ of
-// the bias after it); the relu or gelu that follows was a pass of its own. The bias is
-// added to the product once, as addmm's beta = 1 adds it (a summation order that
-// differs from addmm's only where MKL splits the inner dimension). 
+// Whether a float32 CPU product with a bias on the BLAS path (at::addmm: on Intel's
+// CPUs past the transposed form's rows, elsewhere below oneDNN's inner-product
+// threshold) runs as at::mm without the bias and then kiln's bias pass
+// (linear_cpu_kernel.cpp), which adds the bias and applies relu, or writes gelu(z)
+// beside z, while z's rows are in cache. at::addmm copies the bias into every row of
+// its output and then adds the product into it: on the 2-core Intel Xeon model 207
+// (two threads, medians) the default MLP's 128x784 by 784x512 took 467 us as addmm
+// against 440 as mm, and the character GPT's 4096x192 by 192x768 5,344 against 4,357
+// (4,614 with ATen's add_ of the bias after it); the relu or gelu that follows was a
+// pass of its own. The results: the GPT's float32 run gave addmm's loss to every digit;
+// the default MLP's run (784- and 512-wide products) ended elsewhere, MKL's addmm
+// adding the bias at another point of its sum there (docs/ops.md).
 // KILN_CPU_LINEAR_BIAS=pass (default) | addmm, for A/B runs.
 bool bias_pass_applies(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b) {
   static const bool off = util::env_switch("KILN_CPU_LINEAR_BIAS", {"pass", "addmm"}) == 1;
@@ -390,7 +391,8 @@ at::Tensor forward_with(const at::Tensor& x, const at::Tensor& w, const std::opt
 // z: (B, N) = x: (B, K) · wᵀ: (K, N) + b: (N) broadcast over rows. On the CPU in
 // float32, and in bfloat16 with a bias, oneDNN's inner product where it pays (above);
 // else the library's GEMM writes in place into an output on huge pages when it is
-// large (cpu_memory.h), transposed first for 16 to 48 rows in float32 (above).
+// large (cpu_memory.h), transposed first for 16 to 48 rows in float32, and in float32
+// with a bias otherwise at::mm and kiln's bias pass (above).
 at::Tensor forward_aten(const at::Tensor& x, const at::Tensor& w,
                         const std::optional<at::Tensor>& b) {
   return forward_with(x, w, b, /*relu=*/false);

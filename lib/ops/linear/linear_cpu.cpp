@@ -1,6 +1,6 @@
 // CPU and Meta kernels of kiln::linear, linear_gelu, linear_relu, linear_gelu_forward
 // and linear_backward: the checks, then ATen's addmm / mm (MKL or oneDNN) and the
-// activation.
+// activation, or at::mm and kiln's bias pass (linear_aten.cpp).
 // The same functions serve Meta: at::addmm, at::mm and at::sum have Meta kernels of
 // their own, so on meta tensors they give the CPU outputs' shapes, strides and dtypes
 // without data.
