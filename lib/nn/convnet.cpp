@@ -120,12 +120,16 @@ torch::Tensor ConvNetImpl::conv(size_t i, const torch::Tensor& x) {
   const auto dtype = at::autocast::get_autocast_dtype(at::kCPU);
   if (dtype != at::kBFloat16 && dtype != at::kHalf) return c.forward(x);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  const auto rounded = [dtype](const torch::Tensor& t) { return t.to(dtype).to(at::kFloat); };
+  // kiln::cast both ways (ATen's rounding bit for bit, strides kept, its gradient cast
+  // back), as kiln::linear's route casts.
+  const auto rounded = [dtype](const torch::Tensor& t) {
+    return ops::cast(t.scalar_type() == dtype ? t : ops::cast(t, dtype), at::kFloat);
+  };
   const auto& o = c.options;
   auto options = torch::nn::functional::Conv2dFuncOptions().stride(o.stride()).padding(o.padding()).dilation(
       o.dilation()).groups(o.groups());
   if (c.bias.defined()) options.bias(rounded(c.bias));
-  return torch::nn::functional::conv2d(rounded(x), rounded(c.weight), options).to(dtype);
+  return ops::cast(torch::nn::functional::conv2d(rounded(x), rounded(c.weight), options), dtype);
 }
 
 namespace {
