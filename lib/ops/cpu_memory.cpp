@@ -76,7 +76,7 @@ int64_t detect_llc_bytes() {
   return best > 0 ? best : int64_t{32} << 20;
 }
 
-// In the order of env_switch's words.
+// In the order of env_switch's words (KILN_STREAMING_STORES, KILN_CPU_PREFETCH).
 enum class StreamingPolicy { kAuto, kOff, kOn };
 
 }  // namespace
@@ -94,6 +94,14 @@ int64_t streaming_threshold_for(std::string_view vendor, int64_t llc) {
 int64_t streaming_threshold_bytes() {
   static const int64_t bytes = streaming_threshold_for(cpu_vendor(), llc_bytes());
   return bytes;
+}
+
+Reads prefetch_reads(int64_t bytes) {
+  static const auto policy =
+      static_cast<StreamingPolicy>(util::env_switch("KILN_CPU_PREFETCH", {"auto", "off", "on"}));
+  if (policy == StreamingPolicy::kOn) return Reads::kAhead;
+  if (policy == StreamingPolicy::kOff) return Reads::kHardware;
+  return bytes >= kPrefetchThresholdBytes ? Reads::kAhead : Reads::kHardware;
 }
 
 Stores streaming_stores(int64_t bytes) {

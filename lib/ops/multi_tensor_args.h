@@ -72,6 +72,7 @@ inline void check_tensor_lists(const char* op, std::initializer_list<TensorListA
 struct MultiTensorArgs {
   DType dtype = DType::kFloat;
   int lists = 0;
+  int written = 0;  // lists the step writes
   std::vector<TensorSpan> spans;  // one per non-empty tensor
   // (tensor the caller passed, dense working copy) for every written copy that was
   // made; copy_back() writes the results back.
@@ -80,6 +81,12 @@ struct MultiTensorArgs {
 
   void copy_back() {
     for (auto& [original, work] : copies) original.copy_(work);
+  }
+  /// The bytes the step's pass moves: every list read once, the written ones stored.
+  int64_t bytes() const {
+    int64_t n = 0;
+    for (const auto& s : spans) n += s.n;
+    return n * elem_size(dtype) * (lists + written);
   }
 };
 
@@ -91,6 +98,7 @@ inline MultiTensorArgs multi_tensor_args(const char* op, std::initializer_list<T
   check_tensor_lists(op, lists);
   MultiTensorArgs a;
   a.lists = static_cast<int>(lists.size());
+  for (const auto& l : lists) a.written += l.written ? 1 : 0;
   const auto& params = lists.begin()[0];
   if (params.tensors.empty()) return a;
   a.dtype = kernel_dtype(params.tensors[0]);

@@ -7,8 +7,12 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "ops/kernel_types.h"
+#include "ops/multi_tensor.h"
 #include "support.h"
 
 namespace kiln::test {
@@ -125,6 +129,44 @@ inline void require_cuda_matches_cpu_step(const FusedStep& step, size_t lists) {
     for (const auto& list : l) inputs.insert(inputs.end(), list.begin(), list.end());
     require_cuda_matches_cpu(f, inputs, tolerance_for(dtype));
   }
+}
+
+/// Every CPU build of a fused step's raw kernel (fn(dtype, span, coefficients, reads),
+/// from KILN_CPU_BUILDS) in every floating dtype, `lists` lists of each length around
+/// the prefetch distance (2 KiB: 256 to 1,024 elements by dtype) and past it, with
+/// Reads::kAhead gives the bits of Reads::kHardware: each element updated once, the
+/// prefetching loop and the one after it meeting where they should.
+template <typename Fn, typename Coefficients>
+void require_prefetch_changes_no_bit(const std::vector<std::pair<std::string, Fn>>& builds,
+                                     const Coefficients& c, size_t lists) {
+  const std::vector<int64_t> lengths = {1, 15, 16, 255, 256, 257, 511, 512, 513, 1023, 1024, 1041, 2048, 3001, 70001};
+  const std::vector<std::pair<at::ScalarType, ops::DType>> dtypes = {
+      {at::kFloat, ops::DType::kFloat}, {at::kDouble, ops::DType::kDouble},
+      {at::kHalf, ops::DType::kHalf}, {at::kBFloat16, ops::DType::kBFloat16}};
+  REQUIRE(lists <= static_cast<size_t>(ops::kMaxTensorLists));
+  for (const auto& [name, fn] : builds)
+    for (const auto& [dtype, kernel_dtype] : dtypes)
+      for (const auto n : lengths) {
+        INFO(name << " build, " << dtype << ", " << n << " elements");
+        at::manual_seed(6);
+        // State as an earlier step leaves it: non-negative (AdamW's v under its sqrt).
+        auto start = random_lists({n}, dtype, lists);
+        for (size_t k = 2; k < lists; ++k) start[k][0].abs_();
+        const auto run = [&](ops::Reads reads) {
+          auto l = map_lists(start, [](const at::Tensor& t) { return t.clone(); });
+          ops::TensorSpan span{{}, n};
+          for (size_t k = 0; k < lists; ++k) span.data[k] = l[k][0].data_ptr();
+          fn(kernel_dtype, span, c, reads);
+          return l;
+        };
+        const auto ahead = run(ops::Reads::kAhead), hardware = run(ops::Reads::kHardware);
+        for (size_t k = 0; k < lists; ++k) {
+          INFO("list " << k);
+          REQUIRE(at::equal(ahead[k][0], hardware[k][0]));
+          // The step wrote it (a half type's small update may round back to the old value).
+          if (k != 1 && (dtype == at::kFloat || dtype == at::kDouble)) REQUIRE(!at::equal(ahead[k][0], start[k][0]));
+        }
+      }
 }
 
 }  // namespace kiln::test

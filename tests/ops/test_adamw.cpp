@@ -4,6 +4,15 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "cpu_builds.h"
+#include "fused_step_support.h"
+#include "ops/adamw/adamw_kernel.h"
+#include "ops/cpu_memory.h"
+#include "ops/multi_tensor_args.h"
 #include "ops/ops.h"
 #include "support.h"
 
@@ -183,4 +192,30 @@ TEST_CASE("fused_adamw_ names the list, the index and the mismatch of bad argume
   c10::AutoGradMode grad_on(true);
   REQUIRE_THROWS_WITH(call(leaf), Catch::Contains("params[0] requires grad") &&
                                       Catch::Contains("NoGradGuard"));
+}
+
+TEST_CASE("fused_adamw_'s CPU kernel gives the same bits with its software prefetch as without, in every build",
+          "[ops][adamw]") {
+  kiln::test::require_prefetch_changes_no_bit(KILN_CPU_BUILDS(adamw_update),
+                                              kiln::ops::adamw_coefficients(0.1, 0.9, 0.999, 0.01, 1e-8, 3), 4);
+}
+
+TEST_CASE("a fused step prefetches in software from 48 MiB moved, its bytes every list read and every "
+          "written one stored", "[ops][adamw]") {
+  using kiln::ops::Reads;
+  using kiln::ops::prefetch_reads;
+  const char* env = std::getenv("KILN_CPU_PREFETCH");
+  if (env == nullptr || std::string(env) == "auto") {
+    CHECK(prefetch_reads(kiln::ops::kPrefetchThresholdBytes) == Reads::kAhead);
+    CHECK(prefetch_reads(kiln::ops::kPrefetchThresholdBytes - 1) == Reads::kHardware);
+    CHECK(prefetch_reads(0) == Reads::kHardware);
+  }
+  // AdamW reads p, g, m, v and writes p, m, v: 28 bytes a float32 element, 14 a bf16 one.
+  for (const auto& [dtype, per_element] : {std::pair{at::kFloat, 28}, std::pair{at::kBFloat16, 14}}) {
+    auto l = kiln::test::random_lists({5, 0, 1000}, dtype, 4);
+    const auto a = kiln::ops::multi_tensor_args(
+        "test", {{"params", l[0], true}, {"grads", l[1], false}, {"exp_avgs", l[2], true}, {"exp_avg_sqs", l[3], true}});
+    CHECK(a.written == 3);
+    CHECK(a.bytes() == 1005 * per_element);
+  }
 }

@@ -4,7 +4,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "cpu_builds.h"
 #include "fused_step_support.h"
+#include "ops/lion/lion_kernel.h"
 #include "ops/ops.h"
 
 namespace {
@@ -76,4 +78,10 @@ TEST_CASE("fused_lion_ names the list, the index and the mismatch of bad argumen
   c10::AutoGradMode grad_on(true);
   REQUIRE_THROWS_WITH(call(leaf), Catch::Contains("params[0] requires grad") &&
                                       Catch::Contains("NoGradGuard"));
+}
+
+TEST_CASE("fused_lion_'s CPU kernel gives the same bits with its software prefetch as without, in every build",
+          "[ops][lion]") {
+  kiln::test::require_prefetch_changes_no_bit(KILN_CPU_BUILDS(lion_update),
+                                              kiln::ops::lion_coefficients(0.1, 0.9, 0.99, 0.1), 3);
 }

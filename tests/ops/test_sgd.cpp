@@ -5,9 +5,10 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-
+#include "cpu_builds.h"
 #include "fused_step_support.h"
 #include "ops/ops.h"
+#include "ops/sgd/sgd_kernel.h"
 
 namespace {
 
@@ -97,4 +98,12 @@ TEST_CASE("fused_sgd_ names the list, the index and the mismatch of bad argument
   auto bad_dtype = l;
   bad_dtype[1][0] = bad_dtype[1][0].to(at::kDouble);
   REQUIRE_THROWS_WITH(call(bad_dtype), Catch::Contains("grads[0]: expected dtype Float"));
+}
+
+TEST_CASE("fused_sgd_'s CPU kernel gives the same bits with its software prefetch as without, in every build",
+          "[ops][sgd]") {
+  // Momentum with Nesterov and weight decay (three lists), then plain SGD (two).
+  const kiln::ops::SGDCoefficients momentum{0.1, 0.9, 0.1, 0.01, true, false}, plain{0.1, 0.0, 0.0, 0.0, false, false};
+  kiln::test::require_prefetch_changes_no_bit(KILN_CPU_BUILDS(sgd_update), momentum, 3);
+  kiln::test::require_prefetch_changes_no_bit(KILN_CPU_BUILDS(sgd_update), plain, 2);
 }

@@ -30,12 +30,12 @@ inline void adamw_math(V& p, const V& g, V& m, V& v, const Coeffs<V>& k) {
 
 }  // namespace
 
-void adamw_update(DType dtype, const TensorSpan& s, const AdamWCoefficients& c) {
+void adamw_update(DType dtype, const TensorSpan& s, const AdamWCoefficients& c, Reads reads) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
     using V = OpVec<T>;
     const Coeffs<V> k(c);
-    update_lists<4, 0b1101, T>(s.data, s.n, [&](V (&x)[4]) { adamw_math(x[0], x[1], x[2], x[3], k); });
+    update_lists<4, 0b1101, T>(s.data, s.n, reads, [&](V (&x)[4]) { adamw_math(x[0], x[1], x[2], x[3], k); });
   });
 }
 

@@ -34,9 +34,10 @@ inline AdamWCoefficients adamw_coefficients(double lr, double beta1, double beta
 
 namespace cpu {
 // Updates one span (param, grad, exp_avg, exp_avg_sq) in place, any length and
-// alignment; half types compute in float.
+// alignment; half types compute in float; `reads` as cpu_memory.h's prefetch_reads
+// chose for the whole step.
 KILN_DECLARE_CPU_KERNEL(adamw_update,
-                        (DType dtype, const TensorSpan& span, const AdamWCoefficients& c))
+                        (DType dtype, const TensorSpan& span, const AdamWCoefficients& c, Reads reads))
 }  // namespace cpu
 
 namespace cuda {

@@ -30,12 +30,12 @@ inline void lion_math(V& p, const V& g, V& m, const Coeffs<V>& k) {
 
 }  // namespace
 
-void lion_update(DType dtype, const TensorSpan& s, const LionCoefficients& c) {
+void lion_update(DType dtype, const TensorSpan& s, const LionCoefficients& c, Reads reads) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
     using V = OpVec<T>;
     const Coeffs<V> k(c);
-    update_lists<3, 0b101, T>(s.data, s.n, [&](V (&x)[3]) { lion_math(x[0], x[1], x[2], k); });
+    update_lists<3, 0b101, T>(s.data, s.n, reads, [&](V (&x)[3]) { lion_math(x[0], x[1], x[2], k); });
   });
 }
 

@@ -26,8 +26,9 @@ inline LionCoefficients lion_coefficients(double lr, double beta1, double beta2,
 
 namespace cpu {
 // Updates one span (param, grad, exp_avg) in place, any length and alignment; half
-// types compute in float.
-KILN_DECLARE_CPU_KERNEL(lion_update, (DType dtype, const TensorSpan& span, const LionCoefficients& c))
+// types compute in float; `reads` as cpu_memory.h's prefetch_reads chose for the
+// whole step.
+KILN_DECLARE_CPU_KERNEL(lion_update, (DType dtype, const TensorSpan& span, const LionCoefficients& c, Reads reads))
 }  // namespace cpu
 
 namespace cuda {

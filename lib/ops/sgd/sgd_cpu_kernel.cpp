@@ -62,16 +62,16 @@ void with_terms(const SGDCoefficients& c, F&& f) {
 
 }  // namespace
 
-void sgd_update(DType dtype, const TensorSpan& s, const SGDCoefficients& c) {
+void sgd_update(DType dtype, const TensorSpan& s, const SGDCoefficients& c, Reads reads) {
   by_dtype(dtype, [&](auto t) {
     using T = decltype(t);
     using V = OpVec<T>;
     const Coeffs<V> k(c);
     with_terms(c, [&](auto terms) {
       if constexpr (decltype(terms)::kHasMomentum) {
-        update_lists<3, 0b101, T>(s.data, s.n, [&](V (&x)[3]) { sgd_math(x[0], x[1], x[2], k, terms); });
+        update_lists<3, 0b101, T>(s.data, s.n, reads, [&](V (&x)[3]) { sgd_math(x[0], x[1], x[2], k, terms); });
       } else {
-        update_lists<2, 0b1, T>(s.data, s.n, [&](V (&x)[2]) {
+        update_lists<2, 0b1, T>(s.data, s.n, reads, [&](V (&x)[2]) {
           V unused(0);
           sgd_math(x[0], x[1], unused, k, terms);
         });

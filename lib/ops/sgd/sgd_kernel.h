@@ -24,8 +24,9 @@ struct SGDCoefficients {
 
 namespace cpu {
 // Updates one span (param, grad, and with momentum the buffer) in place, any length
-// and alignment; half types compute in float.
-KILN_DECLARE_CPU_KERNEL(sgd_update, (DType dtype, const TensorSpan& span, const SGDCoefficients& c))
+// and alignment; half types compute in float; `reads` as cpu_memory.h's prefetch_reads
+// chose for the whole step.
+KILN_DECLARE_CPU_KERNEL(sgd_update, (DType dtype, const TensorSpan& span, const SGDCoefficients& c, Reads reads))
 }  // namespace cpu
 
 namespace cuda {
