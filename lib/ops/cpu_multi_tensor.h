@@ -43,7 +43,8 @@ void update_lists(void* const* data, int64_t n, Reads reads, const Math& math) {
   T* ptr[kLists];
   for (int k = 0; k < kLists; ++k) ptr[k] = static_cast<T*>(data[k]);
   constexpr int64_t kAhead = kPrefetchAheadBytes / static_cast<int64_t>(sizeof(T));
-  // Where the prefetching loop stops: the last element it prefetches is n - 1.
+  // Where the prefetching loop stops: the furthest address it prefetches is element
+  // n - V::size(), inside the list.
   const int64_t prefetch_end = reads == Reads::kAhead ? n - kAhead : 0;
   const auto prefetch = [&](int64_t i) {
 #pragma GCC unroll 4
