@@ -26,7 +26,7 @@ void advise_huge_pages(const at::Tensor& t);
 Stores streaming_stores(int64_t bytes);
 
 /// The reads for a CPU pass over arrays of `bytes` in all (read and written): kAhead
-/// from prefetch_threshold_bytes() on, kHardware below. KILN_CPU_PREFETCH=off|on|auto
+/// from kPrefetchThresholdBytes on, kHardware below. KILN_CPU_PREFETCH=off|on|auto
 /// (auto, the default) forces either. Example: kernel(…, prefetch_reads(a.bytes()));
 Reads prefetch_reads(int64_t bytes);
 
