@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "cpu_memory.h"
 #include "multi_tensor.h"
 #include "op_support.h"
 
@@ -126,12 +127,15 @@ inline MultiTensorArgs multi_tensor_args(const char* op, std::initializer_list<T
   return a;
 }
 
-/// Runs kernel(span) over the elements of every span laid end to end, split over
-/// ATen's intra-op threads: large tensors are shared between threads and small ones
-/// batched into one task. Each call gets a piece of one span (pointers moved to its
-/// first element). Example: cpu_for_each_span(a, [&](const TensorSpan& s) { kernel(a.dtype, s, c); });
+/// Runs kernel(span, reads) over the elements of every span laid end to end, split
+/// over ATen's intra-op threads: large tensors are shared between threads and small
+/// ones batched into one task. Each call gets a piece of one span (pointers moved to
+/// its first element) and the reads the whole step takes (prefetch_reads of its
+/// bytes: a software prefetch for a pass from memory).
+/// Example: cpu_for_each_span(a, [&](const TensorSpan& s, Reads r) { kernel(a.dtype, s, c, r); });
 template <typename Kernel>
 void cpu_for_each_span(const MultiTensorArgs& a, Kernel&& kernel) {
+  const Reads reads = prefetch_reads(a.bytes());
   // offsets[i]: where span i starts in the concatenated element range.
   std::vector<int64_t> offsets(a.spans.size() + 1, 0);
   for (size_t i = 0; i < a.spans.size(); ++i) offsets[i + 1] = offsets[i] + a.spans[i].n;
@@ -144,7 +148,7 @@ void cpu_for_each_span(const MultiTensorArgs& a, Kernel&& kernel) {
       const int64_t from = pos - offsets[i], to = std::min(end, offsets[i + 1]) - offsets[i];
       TensorSpan piece{{}, to - from};
       for (int k = 0; k < a.lists; ++k) piece.data[k] = static_cast<char*>(s.data[k]) + from * size;
-      kernel(piece);
+      kernel(piece, reads);
       pos = offsets[i] + to;
     }
   });

@@ -3,7 +3,6 @@
 // built for this CPU.
 #include <torch/library.h>
 
-#include "../cpu_memory.h"
 #include "adamw_args.h"
 
 namespace kiln::ops {
@@ -15,8 +14,7 @@ void fused_adamw_cpu(at::TensorList params, at::TensorList grads, at::TensorList
   auto a = fused_adamw_args(params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, step);
   const auto c = adamw_coefficients(lr, beta1, beta2, weight_decay, eps, step);
   const auto kernel = cpu::adamw_update_impl();
-  const auto reads = prefetch_reads(a.bytes());  // software prefetch for a pass from memory
-  cpu_for_each_span(a, [&](const TensorSpan& s) { kernel(a.dtype, s, c, reads); });
+  cpu_for_each_span(a, [&](const TensorSpan& s, Reads reads) { kernel(a.dtype, s, c, reads); });
   a.copy_back();
 }
 

@@ -301,10 +301,16 @@ bool bias_pass_applies(const at::Tensor& x, const at::Tensor& w, const std::opti
          !onednn_pays(x, x.size(0), x.size(1), w.size(0)) && !transposed_product_pays(x, x.size(0));
 }
 
-// z (B, N) = x·wᵀ, the product without its bias, on huge pages when large.
-at::Tensor product_without_bias(const at::Tensor& x, const at::Tensor& w) {
+// The (B, N) output of x·wᵀ, on huge pages when large.
+at::Tensor product_output(const at::Tensor& x, const at::Tensor& w) {
   auto z = at::empty({x.size(0), w.size(0)}, x.options());
   advise_huge_pages(z);
+  return z;
+}
+
+// z (B, N) = x·wᵀ, the product without its bias.
+at::Tensor product_without_bias(const at::Tensor& x, const at::Tensor& w) {
+  auto z = product_output(x, w);
   at::mm_out(z, x, w.t());
   return z;
 }
@@ -376,8 +382,7 @@ at::Tensor forward_with(const at::Tensor& x, const at::Tensor& w, const std::opt
     bias_pass(relu ? cpu::BiasEpilogue::kBiasRelu : cpu::BiasEpilogue::kBias, *b, z);
     return z;
   }
-  auto z = at::empty({x.size(0), w.size(0)}, x.options());
-  advise_huge_pages(z);
+  auto z = product_output(x, w);
   if (transposed_product_pays(x, x.size(0))) {
     transposed_epilogue(at::mm(w, x.t()), b, z, relu);  // the product (N, B), moved into z
     return z;

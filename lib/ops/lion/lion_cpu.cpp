@@ -3,7 +3,6 @@
 // this CPU.
 #include <torch/library.h>
 
-#include "../cpu_memory.h"
 #include "lion_args.h"
 
 namespace kiln::ops {
@@ -14,8 +13,7 @@ void fused_lion_cpu(at::TensorList params, at::TensorList grads, at::TensorList 
   auto a = fused_lion_args(params, grads, exp_avgs, beta1, beta2);
   const auto c = lion_coefficients(lr, beta1, beta2, weight_decay);
   const auto kernel = cpu::lion_update_impl();
-  const auto reads = prefetch_reads(a.bytes());  // software prefetch for a pass from memory
-  cpu_for_each_span(a, [&](const TensorSpan& s) { kernel(a.dtype, s, c, reads); });
+  cpu_for_each_span(a, [&](const TensorSpan& s, Reads reads) { kernel(a.dtype, s, c, reads); });
   a.copy_back();
 }
 

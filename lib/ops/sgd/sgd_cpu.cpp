@@ -3,7 +3,6 @@
 // this CPU.
 #include <torch/library.h>
 
-#include "../cpu_memory.h"
 #include "sgd_args.h"
 
 namespace kiln::ops {
@@ -15,8 +14,7 @@ void fused_sgd_cpu(at::TensorList params, at::TensorList grads, at::TensorList m
   auto a = fused_sgd_args(params, grads, momentum_buffers, momentum);
   const SGDCoefficients c{lr, momentum, dampening, weight_decay, nesterov, first_step};
   const auto kernel = cpu::sgd_update_impl();
-  const auto reads = prefetch_reads(a.bytes());  // software prefetch for a pass from memory
-  cpu_for_each_span(a, [&](const TensorSpan& s) { kernel(a.dtype, s, c, reads); });
+  cpu_for_each_span(a, [&](const TensorSpan& s, Reads reads) { kernel(a.dtype, s, c, reads); });
   a.copy_back();
 }
 
