@@ -18,6 +18,9 @@
 #             bf16 instructions) at batch 128 and 32 against the Python twin, with the
 #             step's floor (its GEMMs and optimizer alone) and the ceiling it puts on the
 #             ratio
+#   compile   kiln_bench_train --compile, fp32, 3 rounds: kiln against the twin under
+#             torch.compile (inductor, C++ on the CPU) and the eager twin in the same rounds
+#             (each round compiles afresh: about a minute a round on 2 cores)
 #   default   the default run (configs/fashion_mlp.toml) with THP_MEM_ALLOC_ENABLE=1
 #             (kiln's default) and =0, alternated: wall time and accuracy
 #   precision benchmarks/precision_runs.sh: the default run in fp32 and bf16, seed by
@@ -46,10 +49,12 @@ done
 mkdir -p "$out"
 if ((quick)); then
   ops_rounds=2 optim_rounds=2 train=(--steps 20 --warmup 10 --rounds 1 --rest 0) thp_rounds=2 default_rounds=1
+  compile=(--steps 20 --warmup 10 --rounds 1 --rest 0)
   default_set=(--set train.epochs=1) precision=(1 fp32 bf16 -- --set train.epochs=1)
   gpt=(--rounds 1 --steps 6 --warmup 3)
 else
   ops_rounds=11 optim_rounds=9 train=(--steps 200 --warmup 30 --rounds 7) thp_rounds=9 default_rounds=3
+  compile=(--steps 200 --warmup 30 --rounds 3)
   default_set=() precision=(3 fp32 bf16)
   gpt=(--rounds 3 --steps 40 --warmup 10)
 fi
@@ -83,6 +88,10 @@ else
   echo "== train bf16: skipped, this CPU has no bf16 matrix instructions (avx512_bf16, amx_bf16)" \
     | tee -a "$out/train.txt"
 fi
+
+# The twin under torch.compile: fp32 only (bf16 compiled adds nothing kiln's figures
+# need), fewer rounds than train's, since each round compiles the twin afresh.
+run compile "$bin/kiln_bench_train" --precision fp32 --compile "${compile[@]}" --json "$out/compile.json"
 
 # The default run, both policies alternated: the wall time kiln prints and its accuracy.
 echo "== default: build/bin/kiln train (THP_MEM_ALLOC_ENABLE=1, kiln's default, and =0) x $default_rounds" \
