@@ -166,6 +166,34 @@ bool relu_built_or_skip() {
   return op.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
          kiln::test::skip("kiln::relu_backward is not built");
 }
+
+// d/d(arg) <layer(x, w, b), v> taken with create_graph, as a function of each other
+// input, matches central differences (double precision): for linear these are linear
+// in v and in the other operand, and so are linear_relu's, whose mask is locally
+// constant.
+using Layer = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&);
+void require_double_backward(Layer layer) {
+  const auto in = sample({4, 6, 5}, at::kDouble);
+  const auto x = in.x.clone().requires_grad_(true), w = in.w.clone().requires_grad_(true);
+  const auto b = in.b.clone().requires_grad_(true);
+  const auto v = at::randn({4, 5}, at::kDouble);
+  const auto grad_of = [&](const at::Tensor& xx, const at::Tensor& ww, const at::Tensor& vv,
+                           const at::Tensor& wrt) {
+    const auto y = layer(xx, ww, b);
+    return torch::autograd::grad({y}, {wrt}, {vv}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  };
+  const std::vector<std::pair<std::string, kiln::test::Closeness>> checks = {
+      {"dx(w)", gradcheck([&](const at::Tensor& t) { return grad_of(x, t, v, x); }, in.w)},
+      {"dw(x)", gradcheck([&](const at::Tensor& t) { return grad_of(t, w, v, w); }, in.x)},
+      {"dx(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, x); }, v)},
+      {"dw(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, w); }, v)},
+      {"db(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, b); }, v)},
+  };
+  for (const auto& [name, c] : checks) {
+    INFO(name << ": " << c.report);
+    REQUIRE(c.ok);
+  }
+}
 }  // namespace
 
 TEST_CASE("linear_relu is relu(linear) bit for bit and matches float64 on every CPU path",
@@ -269,27 +297,7 @@ TEST_CASE("linear_relu makes one autograd node that keeps x, w and its output", 
 
 TEST_CASE("linear_relu backward is differentiable (double backward)", "[ops][linear]") {
   if (!relu_built_or_skip()) return;
-  const auto in = sample({4, 6, 5}, at::kDouble);
-  const auto x = in.x.clone().requires_grad_(true), w = in.w.clone().requires_grad_(true);
-  const auto b = in.b.clone().requires_grad_(true);
-  const auto v = at::randn({4, 5}, at::kDouble);
-  // d/d(arg) <linear_relu(x, w, b), v> with create_graph: the mask is locally constant,
-  // so each is linear in v and in the other operand.
-  const auto grad_of = [&](const at::Tensor& xx, const at::Tensor& ww, const at::Tensor& vv,
-                           const at::Tensor& wrt) {
-    const auto y = kiln::ops::linear_relu(xx, ww, b);
-    return torch::autograd::grad({y}, {wrt}, {vv}, /*retain_graph=*/true, /*create_graph=*/true)[0];
-  };
-  const std::vector<std::pair<std::string, kiln::test::Closeness>> checks = {
-      {"dx(w)", gradcheck([&](const at::Tensor& t) { return grad_of(x, t, v, x); }, in.w)},
-      {"dw(x)", gradcheck([&](const at::Tensor& t) { return grad_of(t, w, v, w); }, in.x)},
-      {"dx(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, x); }, v)},
-      {"db(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, b); }, v)},
-  };
-  for (const auto& [name, c] : checks) {
-    INFO(name << ": " << c.report);
-    REQUIRE(c.ok);
-  }
+  require_double_backward(&kiln::ops::linear_relu);
 }
 
 TEST_CASE("linear handles empty batches and K = 0", "[ops][linear]") {
@@ -756,27 +764,7 @@ TEST_CASE("linear gradients match central differences", "[ops][linear]") {
 }
 
 TEST_CASE("linear backward is differentiable (double backward)", "[ops][linear]") {
-  const auto in = sample({4, 6, 5}, at::kDouble);
-  const auto x = in.x.clone().requires_grad_(true), w = in.w.clone().requires_grad_(true);
-  const auto b = in.b.clone().requires_grad_(true);
-  const auto v = at::randn({4, 5}, at::kDouble);
-  // d/d(arg) <linear(x, w, b), v> with create_graph, as a function of each input.
-  const auto grad_of = [&](const at::Tensor& xx, const at::Tensor& ww, const at::Tensor& vv,
-                           const at::Tensor& wrt) {
-    const auto y = kiln::ops::linear(xx, ww, b);
-    return torch::autograd::grad({y}, {wrt}, {vv}, /*retain_graph=*/true, /*create_graph=*/true)[0];
-  };
-  const std::vector<std::pair<std::string, kiln::test::Closeness>> checks = {
-      {"dx(w)", gradcheck([&](const at::Tensor& t) { return grad_of(x, t, v, x); }, in.w)},
-      {"dw(x)", gradcheck([&](const at::Tensor& t) { return grad_of(t, w, v, w); }, in.x)},
-      {"dx(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, x); }, v)},
-      {"dw(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, w); }, v)},
-      {"db(v)", gradcheck([&](const at::Tensor& t) { return grad_of(x, w, t, b); }, v)},
-  };
-  for (const auto& [name, c] : checks) {
-    INFO(name << ": " << c.report);
-    REQUIRE(c.ok);
-  }
+  require_double_backward(&kiln::ops::linear);
 }
 
 TEST_CASE("linear_gelu gradients match central differences", "[ops][linear]") {
