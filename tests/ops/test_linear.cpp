@@ -167,11 +167,29 @@ bool relu_built_or_skip() {
          kiln::test::skip("kiln::relu_backward is not built");
 }
 
+using Layer = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&);
+
+// The layer's gradients in x, w and b (and in x without a bias) match central
+// differences, in double precision.
+void require_gradients(Layer layer) {
+  const auto in = sample({4, 6, 5}, at::kDouble);
+  const auto x = in.x, w = in.w, b = in.b;
+  const std::vector<std::pair<std::string, kiln::test::Closeness>> checks = {
+      {"x", gradcheck([&](const at::Tensor& t) { return layer(t, w, b); }, x)},
+      {"w", gradcheck([&](const at::Tensor& t) { return layer(x, t, b); }, w)},
+      {"b", gradcheck([&](const at::Tensor& t) { return layer(x, w, t); }, b)},
+      {"x, no bias", gradcheck([&](const at::Tensor& t) { return layer(t, w, std::nullopt); }, x)},
+  };
+  for (const auto& [name, c] : checks) {
+    INFO(name << ": " << c.report);
+    REQUIRE(c.ok);
+  }
+}
+
 // d/d(arg) <layer(x, w, b), v> taken with create_graph, as a function of each other
 // input, matches central differences (double precision): for linear these are linear
 // in v and in the other operand, and so are linear_relu's, whose mask is locally
 // constant.
-using Layer = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&);
 void require_double_backward(Layer layer) {
   const auto in = sample({4, 6, 5}, at::kDouble);
   const auto x = in.x.clone().requires_grad_(true), w = in.w.clone().requires_grad_(true);
@@ -243,20 +261,7 @@ TEST_CASE("linear_relu propagates NaN as relu does", "[ops][linear]") {
 
 TEST_CASE("linear_relu's gradients match central differences and relu(linear)'s", "[ops][linear]") {
   if (!relu_built_or_skip()) return;
-  const auto in = sample({4, 6, 5}, at::kDouble);
-  const auto x = in.x, w = in.w, b = in.b;
-  auto c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_relu(t, w, b); }, x);
-  INFO("x: " << c.report);
-  REQUIRE(c.ok);
-  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_relu(x, t, b); }, w);
-  INFO("w: " << c.report);
-  REQUIRE(c.ok);
-  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_relu(x, w, t); }, b);
-  INFO("b: " << c.report);
-  REQUIRE(c.ok);
-  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_relu(t, w, std::nullopt); }, x);
-  INFO("x, no bias: " << c.report);
-  REQUIRE(c.ok);
+  require_gradients(&kiln::ops::linear_relu);
   // In float32 the same gradients, bit for bit, as relu after linear (one autograd
   // node with the mask from the saved output, against two).
   const auto f = sample({32, 300, 257}, at::kFloat);
@@ -769,20 +774,7 @@ TEST_CASE("linear backward is differentiable (double backward)", "[ops][linear]"
 
 TEST_CASE("linear_gelu gradients match central differences", "[ops][linear]") {
   if (!gelu_built_or_skip()) return;
-  const auto in = sample({4, 6, 5}, at::kDouble);
-  const auto x = in.x, w = in.w, b = in.b;
-  auto c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_gelu(t, w, b); }, x);
-  INFO("x: " << c.report);
-  REQUIRE(c.ok);
-  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_gelu(x, t, b); }, w);
-  INFO("w: " << c.report);
-  REQUIRE(c.ok);
-  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_gelu(x, w, t); }, b);
-  INFO("b: " << c.report);
-  REQUIRE(c.ok);
-  c = gradcheck([&](const at::Tensor& t) { return kiln::ops::linear_gelu(t, w, std::nullopt); }, x);
-  INFO("x, no bias: " << c.report);
-  REQUIRE(c.ok);
+  require_gradients(&kiln::ops::linear_gelu);
 }
 
 TEST_CASE("linear_gelu's backward takes dz and db from one pass on the CPU", "[ops][linear]") {
