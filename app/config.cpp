@@ -545,8 +545,11 @@ void validate(const Config& c) {
     if (!ok) fail(key, what, value_text(v));  // NaN fails every comparison
   };
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  if (c.run.name.empty() || c.run.name.find('/') != std::string::npos)
-    fail("run.name", "a non-empty name without '/'", "\"" + c.run.name + "\"");
+  // "." and ".." name no directory of run.dir's own: the run would land in run.dir
+  // itself or above it, over whatever files are there.
+  if (c.run.name.empty() || c.run.name.find('/') != std::string::npos || c.run.name == "." ||
+      c.run.name == "..")
+    fail("run.name", "a non-empty name without '/', other than \".\" and \"..\"", "\"" + c.run.name + "\"");
   one_of("data.format", c.data.format, [] {
     auto f = data::data_formats();
     f.insert(f.begin(), "auto");

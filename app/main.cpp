@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "arguments.h"
 #include "config.h"
 #include "export_command.h"
 #include "report_command.h"
@@ -77,10 +78,11 @@ int train_main(int argc, char** argv) {
     return 0;
   }
   kiln::app::TrainCommand cmd;
-  cmd.config_path = args["config"].as<std::string>();
+  cmd.config_path = kiln::app::given_path(args, "config", "CONFIG", "a TOML config file");
   if (args.count("set")) cmd.overrides = args["set"].as<std::vector<std::string>>();
-  if (args.count("run-dir")) cmd.run_dir = args["run-dir"].as<std::string>();
-  if (args.count("resume")) cmd.resume_dir = args["resume"].as<std::string>();
+  cmd.run_dir = kiln::app::given_path(args, "run-dir", "--run-dir", "a directory for the run");
+  cmd.resume_dir = kiln::app::given_path(args, "resume", "--resume",
+                                         "a run directory, a checkpoint directory or 'latest'");
   if (args.count("profile")) {
     // --profile SPEC is a shorthand for --set profile.KEY=VALUE, after the --set ones.
     const auto spec = args["profile"].as<std::string>();

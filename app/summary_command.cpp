@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "arguments.h"
 #include "config.h"
 #include "train/summary.h"
 #include "train_command.h"
@@ -52,7 +53,7 @@ int summary_main(int argc, char** argv) {
                    "Nothing is written.\n";
       return 0;
     }
-    cmd.config_path = args["config"].as<std::string>();
+    cmd.config_path = given_path(args, "config", "CONFIG", "a TOML config file");
     if (args.count("set")) cmd.overrides = args["set"].as<std::vector<std::string>>();
   } catch (const cxxopts::exceptions::exception& e) {
     throw InputError(c10::str(e.what(), " (see kiln summary --help)"));

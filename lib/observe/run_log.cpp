@@ -175,6 +175,7 @@ std::string not_a_run(const fs::path& dir) {
 RunLog read_run(const std::string& dir) {
   RunLog run;
   run.dir = dir;
+  if (dir.empty()) throw InputError("RUN_DIR: expected a run directory (with metrics.jsonl), found an empty name");
   const fs::path path = fs::path(dir).lexically_normal();
   std::error_code ec;
   const auto status = fs::status(path, ec);

@@ -226,6 +226,9 @@ ResumeTarget resolve_resume(const std::string& arg, const std::string& runs_dir)
 }
 
 std::string resolve_checkpoint(const std::string& arg) {
+  if (arg.empty())  // not the current directory: an unset shell variable, most likely
+    throw InputError(c10::str("CHECKPOINT: expected a checkpoint directory (with ", layout::kManifest,
+                              ") or a run directory (with ", layout::kCheckpoints, "/), found an empty name"));
   fs::path p = fs::path(arg).lexically_normal();
   if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // "dir/"
   if (fs::exists(p / layout::kManifest)) return p.string();

@@ -36,6 +36,24 @@ if [[ "$(head -1 "$tmp/order.out")" != "kiln train: run directory $tmp/order" ||
   failures=$((failures + 1)); echo "FAIL: the error line is not the last line after stdout's:"; head -2 "$tmp/order.out"
 fi
 
+# An empty name (an unset shell variable) is refused, never read as "not given": an
+# empty --resume started a new default run, an empty CONFIG read the default config.
+expect 2 "^kiln: error: \-\-resume: expected a run directory, a checkpoint directory or 'latest', found an empty name$" -- train --resume ""
+expect 2 "^kiln: error: CONFIG: expected a TOML config file, found an empty name$" -- train "" --dry-run
+expect 2 "^kiln: error: \-\-run-dir: expected a directory for the run, found an empty name$" -- train configs/tiny.toml --run-dir ""
+expect 2 "^kiln: error: CONFIG: expected a TOML config file, found an empty name$" -- summary ""
+expect 2 "^kiln: error: CHECKPOINT: expected a checkpoint directory \(with manifest.json\) or a run directory \(with checkpoints/\), found an empty name$" -- sample ""
+expect 2 "^kiln: error: RUN_DIR: expected a run directory \(with metrics.jsonl\), found an empty name$" -- report ""
+# run.name "." or ".." would put the run into run.dir itself or above it, over the
+# files there: refused before anything is written.
+mkdir -p "$tmp/names/runs"
+(cd "$tmp/names" && "$kiln" train "$OLDPWD/configs/tiny.toml" --set run.name=.. > out.txt 2>&1; echo $? > rc.txt)
+checks=$((checks + 1))
+if [[ "$(cat "$tmp/names/rc.txt")" != 2 ]] || ! grep -q 'run.name: expected a non-empty name without' "$tmp/names/out.txt" ||
+   [[ -n "$(ls -A "$tmp/names/runs")" || -e "$tmp/names/config.toml" ]]; then
+  failures=$((failures + 1)); echo "FAIL: run.name=.. was not refused before writing:"; cat "$tmp/names/out.txt"
+fi
+
 printf '[train]\nepoch = 3\n' > "$tmp/unknown.toml"
 expect 2 "unknown.toml:2:9: unknown key 'epoch' in \[train\]; valid keys: epochs" -- train "$tmp/unknown.toml"
 printf '[train]\nepochs = "ten"\n' > "$tmp/type.toml"

@@ -168,6 +168,17 @@ TEST_CASE("validation names the key, its origin, and the valid range", "[app][co
   REQUIRE_THROWS_WITH(kiln::app::validate(c),
                       Catch::Equals("cfg.toml:2:13: train.precision: expected one of: \"fp32\", "
                                     "\"bf16\", \"fp16\", found \"fp8\""));
+  // "." and ".." would put the run into run.dir itself or its parent, over their files.
+  for (const std::string name : {".", "..", "", "a/b"}) {
+    c = parse_config("", "cfg.toml");
+    apply_override(c, "run.name=\"" + name + "\"");
+    REQUIRE_THROWS_WITH(kiln::app::validate(c),
+                        Catch::Equals("--set: run.name: expected a non-empty name without '/', other than "
+                                      "\".\" and \"..\", found \"" + name + "\""));
+  }
+  c = parse_config("", "cfg.toml");
+  apply_override(c, "run.name=...");  // a name like any other
+  REQUIRE_NOTHROW(kiln::app::validate(c));
   c = parse_config("[optim]\nlr = nan\n", "cfg.toml");
   REQUIRE_THROWS_WITH(kiln::app::validate(c),
                       Catch::Equals("cfg.toml:2:6: optim.lr: expected a number > 0, found nan"));
