@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -67,13 +68,44 @@ const Format& format_named(const std::string& name) {
   throw InputError(c10::str("--format: expected one of ", format_names(), ", found \"", name, "\""));
 }
 
+// The checkpoint directory (one holding manifest.json) that `out` would be written
+// into, at any depth; "" where there is none. A checkpoint holds what kiln train wrote
+// and its manifest lists: an export there would replace or add to it.
+std::string checkpoint_around(const fs::path& out) {
+  std::error_code ec;
+  const fs::path full = fs::weakly_canonical(fs::absolute(out), ec);
+  if (ec) return "";
+  for (fs::path p = full.parent_path(); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p / train::layout::kManifest, ec)) return p.string();
+    if (p == p.root_path()) break;
+  }
+  return "";
+}
+
+// Whether the file at `path` begins as a file of `format` does: safetensors an 8-byte
+// header length and its JSON's '{', torch a zip's first local header ("PK\3\4").
+bool looks_like(const fs::path& path, const Format& format) {
+  std::ifstream in(path, std::ios::binary);
+  char head[9] = {};
+  if (!in.read(head, sizeof head)) return false;
+  if (std::string(format.name) == "safetensors") return head[8] == '{';
+  return std::memcmp(head, "PK\3\4", 4) == 0;
+}
+
 // An existing --out is replaced only with --force, and only when it is what an
-// earlier export of this format wrote: a file, or a directory of .npy files and data.json.
+// earlier export of this format wrote: a file of the format, or a directory of .npy
+// files and data.json. Nothing is written into a checkpoint.
 void check_out(const std::string& out, const Format& format, bool force) {
+  if (const auto checkpoint = checkpoint_around(out); !checkpoint.empty())
+    throw InputError(c10::str(out, ": --out: expected a path outside a checkpoint, found one inside ",
+                              checkpoint, " (its files are kiln train's)"));
   if (!fs::exists(fs::symlink_status(out))) return;
   if (!force) throw InputError(c10::str(out, ": --out: already exists; give --force to replace it"));
   const auto earlier = [&]() -> std::string {  // what is there, if not an earlier export
-    if (!format.directory) return fs::is_regular_file(out) ? "" : "a directory or special file";
+    if (!format.directory) {
+      if (!fs::is_regular_file(out)) return "a directory or special file";
+      return looks_like(out, format) ? "" : c10::str("a file that is not ", format.name);
+    }
     if (!fs::is_directory(out)) return "a file";
     for (const auto& e : fs::directory_iterator(out)) {
       const auto name = e.path().filename().string();

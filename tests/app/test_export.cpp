@@ -148,6 +148,31 @@ TEST_CASE("export refuses bad input naming it and leaves no output behind", "[ap
   REQUIRE(run_export({checkpoint, "torch", tmp / "m.pt", /*force=*/true}) == 0);
   REQUIRE_THAT(error_of({checkpoint, "npy", tmp / "m.pt", true}),
                Contains("--out --force: replaces an earlier npy export only"));
+  // --force replaces a file of its format only, and nothing inside a checkpoint: the
+  // checkpoint's own model.safetensors is one (its manifest's size and CRC would then
+  // fail the resume), and a file beside the run's is not an earlier export.
+  const std::string own = checkpoint + "/model.safetensors";
+  for (const auto& [format, out] : std::vector<std::pair<std::string, std::string>>{
+           {"safetensors", own}, {"torch", own}, {"npy", checkpoint + "/npy"}, {"torch", checkpoint + "/new.pt"}}) {
+    INFO(format << " " << out);
+    REQUIRE_THAT(error_of({checkpoint, format, out, true}),
+                 Contains(out + ": --out: expected a path outside a checkpoint, found one inside " + checkpoint));
+  }
+  REQUIRE(kiln::files::read(own) == weights);
+  REQUIRE_FALSE(fs::exists(checkpoint + "/npy"));
+  REQUIRE_FALSE(fs::exists(checkpoint + "/new.pt"));
+  std::ofstream(tmp / "notes.safetensors") << "my notes, not a safetensors file";
+  REQUIRE_THAT(error_of({checkpoint, "safetensors", tmp / "notes.safetensors", true}),
+               Contains("--out --force: replaces an earlier safetensors export only (a file), found a file "
+                        "that is not safetensors"));
+  REQUIRE_THAT(error_of({checkpoint, "torch", tmp / "notes.safetensors", true}),
+               Contains("found a file that is not torch"));
+  REQUIRE(kiln::files::read(tmp / "notes.safetensors") == "my notes, not a safetensors file");
+  fs::remove(tmp / "notes.safetensors");
+  REQUIRE(run_export({checkpoint, "safetensors", tmp / "m.safetensors"}) == 0);
+  REQUIRE(run_export({checkpoint, "safetensors", tmp / "m.safetensors", true}) == 0);
+  REQUIRE_THAT(error_of({checkpoint, "torch", tmp / "m.safetensors", true}), Contains("found a file that is not torch"));
+  fs::remove(tmp / "m.safetensors");
   REQUIRE(run_export({checkpoint, "npy", tmp / "npy/"}) == 0);  // a directory named with its slash
   REQUIRE(run_export({checkpoint, "npy", tmp / "npy", true}) == 0);
   std::ofstream(tmp / "npy/notes.txt") << "mine";
