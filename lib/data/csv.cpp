@@ -183,8 +183,8 @@ std::string delimiter_hint(const CsvTable& table) {
 }
 
 CsvTable read_csv(const std::string& path, const CsvOptions& options) {
-  if (!std::filesystem::is_regular_file(path))
-    throw InputError(c10::str(path, ": no such file"));
+  if (!std::filesystem::exists(path)) throw InputError(c10::str(path, ": no such file"));
+  files::require_regular_file(path, "CSV");
   return parse_csv(files::read(path), path, options);
 }
 

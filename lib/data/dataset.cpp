@@ -218,6 +218,20 @@ std::string resolve_format(const DataOptions& o) {
 Data idx_data(const DataOptions& o, const DataSchema* saved) {
   const auto train_set = load_fashion_mnist(o.root(), Split::kTrain, o.train_limit());
   const auto test_set = load_fashion_mnist(o.root(), Split::kTest, o.test_limit());
+  // One model takes both splits: the test images must have the training images' size
+  // (and, on a resume, the size the run's model was built for).
+  const std::vector<int64_t> train_hw{train_set.images.size(1), train_set.images.size(2)};
+  const std::vector<int64_t> test_hw{test_set.images.size(1), test_set.images.size(2)};
+  const auto size_text = [](const std::vector<int64_t>& hw) { return c10::str(hw[0], "×", hw[1]); };
+  if (test_hw != train_hw)
+    throw InputError(c10::str((fs::path(o.root()) / "t10k-images-idx3-ubyte").string(),
+                              ": expected images of ", size_text(train_hw), " (the training images'), found ",
+                              size_text(test_hw)));
+  if (saved && saved->input_shape.size() == 3 &&
+      std::vector<int64_t>(saved->input_shape.begin() + 1, saved->input_shape.end()) != train_hw)
+    throw InputError(c10::str((fs::path(o.root()) / "train-images-idx3-ubyte").string(),
+                              ": expected images of ", size_text({saved->input_shape[1], saved->input_shape[2]}),
+                              " (the run's data.json), found ", size_text(train_hw)));
   Data d;
   if (saved) {
     d.schema = *saved;

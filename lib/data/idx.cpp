@@ -1,6 +1,7 @@
 // IDX files through zlib's C interface: gzread streams both gzip and plain files,
 // so one code path checks the header and reads the payload in large chunks.
 #include "data/idx.h"
+#include "util/files.h"
 
 #include <ATen/ops/empty.h>
 #include <c10/util/StringUtil.h>
@@ -69,6 +70,7 @@ uint32_t big_endian(const uint8_t* b) {
 
 at::Tensor read_idx(const std::string& path) {
   if (!std::filesystem::exists(path)) fail(path, "no such file");
+  files::require_regular_file(path, "IDX");
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) fail(path, c10::str("cannot open: ", std::strerror(errno)));
   // zlib's buffers (input, and twice that for output) sized to the file, up to 1 MiB: a

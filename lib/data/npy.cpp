@@ -306,11 +306,14 @@ Mapping::~Mapping() {
 }
 
 std::shared_ptr<const Mapping> map_file(const std::string& path, const std::string& kind) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO's open returns at once instead of waiting for a writer; fstat
+  // then refuses it, as every file that is not a regular one.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw InputError(c10::str(path, ": cannot open (", std::strerror(errno), ")"));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
+    files::require_regular_file(path, kind);  // says what it is instead
     throw InputError(c10::str(path, ": expected a regular ", kind, " file"));
   }
   auto m = std::make_shared<Mapping>();

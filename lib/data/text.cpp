@@ -106,6 +106,7 @@ std::string read_text(const std::string& path, const std::vector<std::string>& e
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) throw InputError(c10::str(path, ": no such file or folder"));
   const bool folder = fs::is_directory(status);
+  if (!folder) files::require_regular_file(path, "text");  // not a FIFO, not /dev/zero
   const auto paths = folder ? files_under(path, exclude) : std::vector<std::string>{path};
   if (paths.empty())
     throw InputError(c10::str(path, ": no files in this folder (hidden ones are skipped",

@@ -98,6 +98,21 @@ uint64_t remove_tree(const std::string& path) {
   return removed;
 }
 
+void require_regular_file(const std::string& path, const std::string& kind) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return;
+  const int error = errno;
+  const char* found = ::stat(path.c_str(), &st) != 0 ? (error == ENOENT ? "nothing" : nullptr)
+                      : S_ISDIR(st.st_mode)          ? "a directory"
+                      : S_ISFIFO(st.st_mode)         ? "a FIFO (named pipe)"
+                      : S_ISCHR(st.st_mode)          ? "a character device"
+                      : S_ISBLK(st.st_mode)          ? "a block device"
+                      : S_ISSOCK(st.st_mode)         ? "a socket"
+                                                     : "a special file";
+  throw InputError(path + ": expected a regular " + kind + " file, found " +
+                   (found ? found : std::string("what cannot be read (") + std::strerror(error) + ")"));
+}
+
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot read the file: " + std::strerror(errno));

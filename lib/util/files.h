@@ -14,6 +14,13 @@ namespace kiln::files {
 /// naming it. Example: const std::string bytes = kiln::files::read("run/config.toml");
 std::string read(const std::string& path);
 
+/// Throws kiln::InputError "PATH: expected a regular KIND file, found WHAT" (a
+/// directory, a FIFO, a character device, …, or nothing) unless `path` names a regular
+/// file, links followed. For data files, checked before they are opened: a FIFO's open
+/// waits for a writer that may never come, and a device such as /dev/zero never ends.
+/// Example: kiln::files::require_regular_file("data/x.npy", ".npy");
+void require_regular_file(const std::string& path, const std::string& kind);
+
 /// Creates or replaces `path` with `bytes` and fsyncs it before returning, so
 /// the data is on disk once the call returns; a failure (disk full, no
 /// permission) throws kiln::IoError naming the file and the reason.

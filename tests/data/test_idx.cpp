@@ -2,6 +2,7 @@
 // over-long files are errors that name the file and the problem.
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -9,7 +10,10 @@
 
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
+#include "data/csv.h"
 #include "data/idx.h"
+#include "data/npy.h"
+#include "data/text.h"
 #include "data/loader.h"
 #include "support.h"
 #include "util/error.h"
@@ -140,6 +144,44 @@ TEST_CASE("a Fashion-MNIST folder whose files disagree is an error", "[data][fas
   const auto set = kiln::data::load_fashion_mnist(dir.path(), kiln::data::Split::kTest, 4);
   REQUIRE(set.images.sizes() == torch::IntArrayRef({4, 28, 28}));
   REQUIRE(set.labels.scalar_type() == torch::kLong);
+}
+
+TEST_CASE("IDX test images of another size than the training images are refused before training",
+          "[data][fashion]") {
+  kiln::test::TempDir dir;
+  write_idx(dir / "train-images-idx3-ubyte", random_bytes({8, 28, 28}));
+  write_idx(dir / "train-labels-idx1-ubyte", torch::randint(0, 10, {8}, torch::kByte));
+  write_idx(dir / "t10k-images-idx3-ubyte", random_bytes({4, 10, 10}));
+  write_idx(dir / "t10k-labels-idx1-ubyte", torch::randint(0, 10, {4}, torch::kByte));
+  const auto options = kiln::data::DataOptions().root(dir.path());
+  REQUIRE_THROWS_AS(kiln::data::load_data(options), InputError);
+  REQUIRE_THROWS_WITH(kiln::data::load_data(options),
+                      Catch::Equals(dir / "t10k-images-idx3-ubyte" +
+                                    ": expected images of 28×28 (the training images'), found 10×10"));
+  // On a resume, the size the run's model was built for.
+  write_idx(dir / "t10k-images-idx3-ubyte", random_bytes({4, 28, 28}));
+  auto schema = kiln::data::load_data(options).schema;
+  schema.input_shape = {1, 14, 14};
+  REQUIRE_THROWS_WITH(kiln::data::load_data(options, &schema),
+                      Catch::Equals(dir / "train-images-idx3-ubyte" +
+                                    ": expected images of 14×14 (the run's data.json), found 28×28"));
+}
+
+TEST_CASE("a data file that is not a regular file is refused before it is read", "[data][files]") {
+  kiln::test::TempDir dir;
+  const std::string fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // A FIFO without a writer: opening it to read would wait for ever; /dev/zero never ends.
+  REQUIRE_THROWS_WITH(read_idx(fifo), Catch::Equals(fifo + ": expected a regular IDX file, found a FIFO (named pipe)"));
+  REQUIRE_THROWS_WITH(read_idx("/dev/zero"),
+                      Catch::Equals("/dev/zero: expected a regular IDX file, found a character device"));
+  REQUIRE_THROWS_WITH(kiln::data::read_npy(fifo), Catch::Contains(fifo + ": expected a regular .npy file, found a FIFO"));
+  REQUIRE_THROWS_WITH(kiln::data::read_csv("/dev/zero", {}),
+                      Catch::Equals("/dev/zero: expected a regular CSV file, found a character device"));
+  REQUIRE_THROWS_WITH(kiln::data::read_text("/dev/zero", {}, true),
+                      Catch::Equals("/dev/zero: expected a regular text file, found a character device"));
+  REQUIRE_THROWS_WITH(kiln::data::read_text(fifo, {}, true),
+                      Catch::Equals(fifo + ": expected a regular text file, found a FIFO (named pipe)"));
 }
 
 TEST_CASE("pixel statistics from the byte histogram equal the double-precision mean and deviation",
