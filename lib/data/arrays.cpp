@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string_view>
 
@@ -71,6 +72,22 @@ Arrays read_archive(const std::string& path, const std::string& y_path, const ch
   return a;
 }
 
+// Finite values that float32, the dtype kiln trains in, holds: a float64 1e39 is finite
+// in the file and inf once cast, and the first step's loss would be NaN.
+void require_float32_values(const at::Tensor& t, const std::string& path, const char* what) {
+  const auto finite = at::isfinite(t);
+  if (!finite.all().item<bool>())
+    throw InputError(c10::str(path, ": expected finite ", what, ", found NaN or inf at flat index ",
+                              (~finite).flatten().nonzero()[0].item<int64_t>()));
+  if (t.scalar_type() != at::kDouble) return;  // float32 and the half types fit
+  const auto over = t.abs() > static_cast<double>(std::numeric_limits<float>::max());
+  if (over.any().item<bool>()) {
+    const int64_t i = over.flatten().nonzero()[0].item<int64_t>();
+    throw InputError(c10::str(path, ": expected ", what, " that float32 holds (|v| <= 3.4028235e38), found ",
+                              t.flatten()[i].item<double>(), " at flat index ", i));
+  }
+}
+
 Arrays read_arrays(const std::string& x_path, const std::string& y_path, const char* key) {
   const bool archive = fs::path(x_path).extension() == ".npz";
   if (y_path.empty() && !archive)
@@ -95,12 +112,17 @@ Arrays read_arrays(const std::string& x_path, const std::string& y_path, const c
     throw InputError(c10::str(y_path, ": has ", a.y.size(0), " targets but ", x_path, " has ",
                               a.x.size(0), " examples"));
   if (a.x.size(0) == 0) throw InputError(c10::str(x_path, ": expected examples, found none"));
+  // A dimension of 0 after the first: examples of no values, or targets of none.
+  if (a.x.numel() == 0)
+    throw InputError(c10::str(x_path, ": expected examples of at least one value each, found shape ",
+                              a.x.sizes()));
+  if (a.y.numel() == 0)
+    throw InputError(c10::str(y_path, ": expected at least one target per example, found shape ", a.y.sizes()));
   if (a.y.dim() == 2 && a.y.size(1) == 1) a.y = a.y.squeeze(1);  // a column: one target each
   if (a.x.dim() == 1) a.x = a.x.unsqueeze(1);
   if (a.x.scalar_type() == at::kBool) a.x = a.x.to(at::kFloat);
-  if (at::isFloatingType(a.x.scalar_type()) && !at::isfinite(a.x).all().item<bool>())
-    throw InputError(c10::str(x_path, ": expected finite values, found NaN or inf at flat index ",
-                              (~at::isfinite(a.x)).flatten().nonzero()[0].item<int64_t>()));
+  if (at::isFloatingType(a.x.scalar_type())) require_float32_values(a.x, x_path, "values");
+  if (at::isFloatingType(a.y.scalar_type())) require_float32_values(a.y, y_path, "targets");
   return a;
 }
 
@@ -220,6 +242,14 @@ Data array_data(const DataOptions& o, const DataSchema* saved) {
       if (strings) s.classes = names;
       else
         for (int64_t c = 0; c < s.outputs; ++c) s.classes.push_back(std::to_string(c));
+      // One class is no classification (every prediction right, a 100 % that means
+      // nothing), as for CSV.
+      if (ids.numel() > 0 && ids.min().item<int64_t>() >= 0) {
+        const auto present = std::get<0>(at::_unique(ids, /*sorted=*/true));
+        if (present.numel() < 2)
+          throw InputError(c10::str(train.y_path, ": classification needs at least 2 classes, the training split has ",
+                                    present.numel(), " (class ", s.classes.at(present[0].item<int64_t>()), ")"));
+      }
       // Ids that are labels rather than indices (0 and 1000000 for two classes) give
       // the model an output for every id between: say so (a negative id is refused below).
       if (ids.numel() > 0 && ids.min().item<int64_t>() >= 0) {

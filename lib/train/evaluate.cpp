@@ -93,7 +93,12 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
     const auto sd = at::tensor(schema.target_std, at::kDouble);
     r.metrics["rmse"] = std::sqrt((sse * sd.square()).sum().item<double>() / (n * k));
     const auto sst = sum_y2 - sum_y.square() / n;  // Σ(y − ȳ)², per target
-    const auto r2 = 1.0 - sse / sst.clamp_min(std::numeric_limits<double>::min());
+    // A target that does not vary in the test split (Σ(y − ȳ)² zero, or rounding's
+    // remainder of it) has no R² of its own: 1 where the predictions are exact, else
+    // 0, as scikit-learn's r2_score (force_finite) gives it, not 1 − SSE/0.
+    const auto constant = sst <= 1e-12 * sum_y2;
+    const auto r2 = at::where(constant, (sse == 0).to(at::kDouble),
+                              1.0 - sse / sst.clamp_min(std::numeric_limits<double>::min()));
     r.metrics["r2"] = r2.mean().item<double>();
   } else {
     r.metrics["accuracy"] = hits.sum().item<double>() / n;

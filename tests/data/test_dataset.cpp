@@ -310,6 +310,40 @@ TEST_CASE("NumPy arrays: integer targets are classes, float targets regression, 
   REQUIRE(at::equal(raw.train.x, x));
 }
 
+TEST_CASE("NumPy arrays: empty feature dimensions, values float32 cannot hold and a single class are refused",
+          "[data][dataset][npy]") {
+  kiln::test::TempDir dir;
+  const auto y = at::randint(0, 3, {40}, at::kLong);
+  kiln::data::write_npy(dir / "y.npy", y);
+  kiln::data::write_npy(dir / "x.npy", at::randn({40, 4}));
+  const auto with = [&](const std::string& x, const std::string& t) {
+    return error_of(DataOptions().train(dir / x).train_targets(dir / t));
+  };
+  kiln::data::write_npy(dir / "x0.npy", at::zeros({40, 0}));
+  REQUIRE(with("x0.npy", "y.npy") == dir / "x0.npy" + ": expected examples of at least one value each, found shape [40, 0]");
+  kiln::data::write_npy(dir / "x050.npy", at::zeros({40, 0, 5}));
+  REQUIRE(with("x050.npy", "y.npy") == dir / "x050.npy" + ": expected examples of at least one value each, found shape [40, 0, 5]");
+  kiln::data::write_npy(dir / "y0.npy", at::zeros({40, 0}));
+  REQUIRE(with("x.npy", "y0.npy") == dir / "y0.npy" + ": expected at least one target per example, found shape [40, 0]");
+  // Finite in float64, inf in float32: refused, naming the value, before any step.
+  auto big = at::randn({40, 4}, at::kDouble);
+  big[3][1] = 1e39;
+  kiln::data::write_npy(dir / "big.npy", big);
+  REQUIRE(with("big.npy", "y.npy") ==
+          dir / "big.npy" + ": expected values that float32 holds (|v| <= 3.4028235e38), found 1e+39 at flat index 13");
+  auto targets = at::randn({40}, at::kDouble);
+  targets[5] = -1e300;
+  kiln::data::write_npy(dir / "t.npy", targets);
+  REQUIRE(with("x.npy", "t.npy") ==
+          dir / "t.npy" + ": expected targets that float32 holds (|v| <= 3.4028235e38), found -1e+300 at flat index 5");
+  big[3][1] = 3e38;  // the largest float32 is 3.4028235e38: this one fits
+  kiln::data::write_npy(dir / "big.npy", big);
+  REQUIRE_NOTHROW(load_data(DataOptions().train(dir / "big.npy").train_targets(dir / "y.npy")));
+  // One class: every prediction right, an accuracy that means nothing (CSV refuses it too).
+  kiln::data::write_npy(dir / "one.npy", at::full({40}, 2, at::kLong));
+  REQUIRE(with("x.npy", "one.npy") == dir / "one.npy" + ": classification needs at least 2 classes, the training split has 1 (class 2)");
+}
+
 TEST_CASE("NumPy arrays: class ids that are labels, not indices, warn that every id gets an output",
           "[data][dataset][npy]") {
   kiln::test::TempDir dir;
@@ -445,11 +479,12 @@ TEST_CASE("NumPy arrays: string labels are classes named by themselves, sorted",
         dir / "bad.npy" + ": index 4: class label \"arctica\" is none of the 3 classes of " + dir / "u.npy" +
             " (setosa, versicolor, virginica)");
   // Non-ASCII: UCS-4 as it is, bytes above 0x7F as Latin-1; both are UTF-8 "café".
-  const std::vector<std::u32string> cafe(30, U"caf\u00e9");
+  std::vector<std::u32string> cafe(30, U"caf\u00e9");
+  for (size_t i = 0; i < cafe.size(); i += 2) cafe[i] = U"bar";  // two classes: one is none
   CHECK(load_data(DataOptions(o).train_targets(write_strings(dir, "cu.npy", cafe, true))).schema.classes ==
-        std::vector<std::string>{"caf\xc3\xa9"});
+        std::vector<std::string>{"bar", "caf\xc3\xa9"});
   CHECK(load_data(DataOptions(o).train_targets(write_strings(dir, "cs.npy", cafe, false))).schema.classes ==
-        std::vector<std::string>{"caf\xc3\xa9"});
+        std::vector<std::string>{"bar", "caf\xc3\xa9"});
   // Strings are no regression targets, no inputs; numbers beside strings are refused.
   CHECK_THAT(error_of(DataOptions(o).train_targets(dir / "u.npy").task("regression")),
              Catch::Contains("u.npy: expected numbers as regression targets (data.task = \"regression\"), found strings"));

@@ -57,3 +57,32 @@ TEST_CASE("two evaluation shards, their sums added, give the whole set's metrics
   REQUIRE(rs.metrics.at("rmse") == Approx(rw.metrics.at("rmse")).epsilon(1e-12));
   REQUIRE(rs.metrics.at("r2") == Approx(rw.metrics.at("r2")).epsilon(1e-12));
 }
+
+TEST_CASE("R² of a target that does not vary is 1 for exact predictions and 0 otherwise, not 1 − SSE/0",
+          "[train][evaluate]") {
+  kiln::data::DataSchema targets;
+  targets.format = "csv";
+  targets.task = kiln::data::Task::kRegression;
+  targets.outputs = 2;
+  targets.target_mean = {0.5, 0};
+  targets.target_std = {1, 1};
+  const auto x = at::randn({40, 3});
+  // Standardised targets: column 0 constant (0.5 − 0.5 = 0), column 1 varying.
+  const auto t = at::stack({at::zeros({40}), at::linspace(-1, 1, 40)}, 1);
+  // evaluate hands f the batches in order: exact_rows predicts each batch's own targets.
+  int64_t at_row = 0;
+  const auto exact_rows = [&](const at::Tensor& in) {
+    auto out = t.narrow(0, at_row, in.size(0)).clone();
+    at_row += in.size(0);
+    return out;
+  };
+  const auto r_exact = evaluate(exact_rows, x, t, 7, at::kCPU, targets);
+  REQUIRE(r_exact.metrics.at("r2") == Approx(1.0));  // both targets exact: 1 and 1
+  at_row = 0;
+  const auto r_wrong = evaluate([&](const at::Tensor& in) { return exact_rows(in) + 0.25; }, x, t, 7, at::kCPU,
+                                targets);
+  // Constant target: 0; the other: 1 − 40·0.0625 / Σ(y − ȳ)².
+  const auto sst = (t.select(1, 1) - t.select(1, 1).mean()).square().sum().item<double>();
+  REQUIRE(std::isfinite(r_wrong.metrics.at("r2")));
+  REQUIRE(r_wrong.metrics.at("r2") == Approx((0.0 + (1.0 - 40 * 0.0625 / sst)) / 2).epsilon(1e-6));  // float32 predictions
+}
