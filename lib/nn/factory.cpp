@@ -4,6 +4,8 @@
 #include <c10/util/StringUtil.h>
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
+
 #include "util/error.h"
 #include "util/log.h"
 
@@ -41,6 +43,24 @@ void fit_to_data(ModelSpec& spec, const std::vector<int64_t>& input_shape, int64
                          " are read as (C, H, W): ", input_shape[0], " channels of ", input_shape[1], " x ",
                          input_shape[2], " pixels; if they are (H, W, C) images (channels last), transpose "
                          "them first (NumPy: x.transpose(0, 3, 1, 2))"));
+    // Each 2×2 pool halves the image; one of 1×1 has nothing left to pool. The config's
+    // to fix (exit 2), said before the model is built, whatever the images' size.
+    const int64_t rows = input_shape[input_shape.size() - 2], cols = input_shape.back();
+    int64_t h = rows, w = cols, pooled = 0;
+    const auto& pools = spec.convnet.pool_after();
+    for (int64_t block = 1; block <= static_cast<int64_t>(spec.convnet.channels().size()); ++block) {
+      if (std::count(pools.begin(), pools.end(), block) == 0) continue;
+      if (h < 2 || w < 2) {
+        int64_t most = 0;
+        for (int64_t r = rows, c = cols; r >= 2 && c >= 2; r /= 2, c /= 2) ++most;
+        throw InputError(c10::str("model.pool_after: block ", block, " pools a ", h, "×", w, " image (the data's ",
+                                  rows, "×", cols, " after ", pooled, " pools); expected at most ", most,
+                                  " pooling blocks for ", rows, "×", cols, " images"));
+      }
+      h /= 2;
+      w /= 2;
+      ++pooled;
+    }
   }
   spec.convnet.input_shape(input_shape).out_features(outputs);
 }

@@ -57,16 +57,30 @@ TEST_CASE("ConvNet: flat or shaped images, contiguous or channels-last, the same
   kiln::nn::ModelSpec spec;
   spec.name = "convnet";
   CHECK_THROWS_AS(kiln::nn::fit_to_data(spec, {9}, 9, 3), kiln::InputError);
+  // Pools that leave nothing to pool are the config's to fix, named before the model is
+  // built: 28×28 halves four times (14, 7, 3, 1), the fifth pool has a 1×1 image.
+  spec.convnet.channels({2, 2, 2, 2, 2}).pool_after({1, 2, 3, 4, 5});
+  CHECK_THROWS_AS(kiln::nn::fit_to_data(spec, {1, 28, 28}, 28 * 28, 10), kiln::InputError);
+  CHECK_THROWS_WITH(kiln::nn::fit_to_data(spec, {1, 28, 28}, 28 * 28, 10),
+                    Catch::Equals("model.pool_after: block 5 pools a 1×1 image (the data's 28×28 after 4 pools); "
+                                  "expected at most 4 pooling blocks for 28×28 images"));
+  CHECK_THROWS_WITH(kiln::nn::fit_to_data(spec, {1, 1, 1}, 1, 10),
+                    Catch::Equals("model.pool_after: block 1 pools a 1×1 image (the data's 1×1 after 0 pools); "
+                                  "expected at most 0 pooling blocks for 1×1 images"));
+  spec.convnet.pool_after({1, 2, 3, 4});
+  kiln::nn::fit_to_data(spec, {1, 28, 28}, 28 * 28, 10);
+  spec = kiln::nn::ModelSpec();
+  spec.name = "convnet";
   // Images that look channels-last (H, W, C) warn, once each; (C, H, W) ones do not.
   const kiln::test::CapturedWarnings captured;
   const auto& warnings = captured.messages();
-  kiln::nn::fit_to_data(spec, {32, 32, 3}, 32 * 32 * 3, 10);
+  kiln::nn::fit_to_data(spec, {32, 32, 4}, 32 * 32 * 4, 10);
   kiln::nn::fit_to_data(spec, {3, 32, 32}, 32 * 32 * 3, 10);
   kiln::nn::fit_to_data(spec, {1, 28, 28}, 28 * 28, 10);
   kiln::nn::fit_to_data(spec, {28, 28}, 28 * 28, 10);
   REQUIRE(warnings.size() == 1);
-  CHECK_THAT(warnings[0], Catch::Contains("examples of shape [32, 32, 3] are read as (C, H, W): 32 channels of "
-                                          "32 x 3 pixels; if they are (H, W, C) images (channels last), "
+  CHECK_THAT(warnings[0], Catch::Contains("examples of shape [32, 32, 4] are read as (C, H, W): 32 channels of "
+                                          "32 x 4 pixels; if they are (H, W, C) images (channels last), "
                                           "transpose them first (NumPy: x.transpose(0, 3, 1, 2))"));
 }
 
