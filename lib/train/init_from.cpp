@@ -60,6 +60,17 @@ int64_t init_from(torch::nn::Module& model, const std::string& path) {
     throw InputError(c10::str(file, ": model.init_from: the file's tensors do not match the "
                               "model's by name and shape:", what));
   }
+  // NaN or inf weights would train to a NaN loss at the first step, blamed on the
+  // learning rate: the file's to fix, named with the tensor and the place.
+  for (const auto& [name, t] : own) {
+    const auto& v = saved.at(name);
+    if (!at::isFloatingType(v.scalar_type())) continue;
+    const auto finite = at::isfinite(v);
+    if (!finite.all().item<bool>())
+      throw InputError(c10::str(file, ": model.init_from: tensor '", name, "': expected finite values, found ",
+                                v.flatten()[(~finite).flatten().nonzero()[0].item<int64_t>()].item<double>(),
+                                " at flat index ", (~finite).flatten().nonzero()[0].item<int64_t>()));
+  }
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : own) t.copy_(saved.at(name));
   return static_cast<int64_t>(own.size());

@@ -64,6 +64,30 @@ TEST_CASE("init_from copies a safetensors file's tensors by name, or refuses all
                                     "or a run directory (its newest checkpoint), found nothing at"));
 }
 
+TEST_CASE("init_from refuses NaN or inf weights, naming the tensor, and leaves the model as it was",
+          "[train][init_from]") {
+  kiln::test::TempDir dir;
+  torch::manual_seed(2);
+  kiln::nn::Mlp source(kiln::nn::MlpOptions(6, {8}, 3));
+  auto tensors = state(*source);
+  tensors[2].second = tensors[2].second.clone();
+  tensors[2].second[1][5] = std::numeric_limits<float>::quiet_NaN();  // layers.1.weight, flat index 13
+  kiln::safetensors::save_file(dir / "nan.safetensors", tensors);
+  kiln::nn::Mlp target(kiln::nn::MlpOptions(6, {8}, 3));
+  std::vector<at::Tensor> before;
+  for (const auto& [n, t] : state(*target)) before.push_back(t.clone());
+  CHECK_THROWS_AS(kiln::train::init_from(*target, dir / "nan.safetensors"), kiln::InputError);
+  CHECK_THROWS_WITH(kiln::train::init_from(*target, dir / "nan.safetensors"),
+                    Catch::Equals(dir / "nan.safetensors" + ": model.init_from: tensor '" + tensors[2].first +
+                                  "': expected finite values, found nan at flat index 13"));
+  const auto after = state(*target);
+  for (size_t i = 0; i < before.size(); ++i) REQUIRE(at::equal(after[i].second, before[i]));
+  tensors[2].second[1][5] = -std::numeric_limits<float>::infinity();
+  kiln::safetensors::save_file(dir / "inf.safetensors", tensors);
+  CHECK_THROWS_WITH(kiln::train::init_from(*target, dir / "inf.safetensors"),
+                    Catch::Contains("expected finite values, found -inf at flat index 13"));
+}
+
 TEST_CASE("init_from takes a run directory's newest checkpoint", "[train][init_from]") {
   kiln::test::TempDir dir;
   torch::manual_seed(2);
