@@ -13,7 +13,11 @@ namespace {
 int64_t pick(at::Tensor logits, const GenerateOptions& o, at::Generator& gen) {
   logits = logits.to(at::kCPU, at::kFloat);
   if (o.temperature() == 0.0) return logits.argmax().item<int64_t>();
-  logits = logits / o.temperature();
+  // The largest logit shifted to 0 before the division: with a temperature so small
+  // that logits / T overflows (1e-45), the others go to -inf instead of inf − inf = NaN,
+  // and the largest stay exactly 0 even where T underflows to 0 in float.
+  const auto top = logits.max();
+  logits = at::where(logits == top, at::zeros_like(logits), (logits - top) / o.temperature());
   if (o.top_k() > 0 && o.top_k() < logits.size(0)) {
     const auto kth = std::get<0>(logits.topk(o.top_k())).min();
     logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());

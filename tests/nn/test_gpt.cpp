@@ -103,6 +103,12 @@ TEST_CASE("generate: the cache gives the same tokens at temperature 0, past bloc
   REQUIRE(at::equal(s1, s2));
   REQUIRE(!at::equal(s1, kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(30).seed(8))));
   REQUIRE(at::equal(kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(40).top_k(1)), cached));
+  // A temperature so small that logits / T overflows float (or T itself underflows to 0
+  // in float) is greedy too, not a NaN distribution that multinomial refuses.
+  for (const double t : {1e-30, 1e-45, 1e-320}) {
+    INFO("temperature " << t);
+    REQUIRE(at::equal(kiln::nn::generate(*gpt, prompt, GenerateOptions().tokens(40).temperature(t).seed(3)), cached));
+  }
   REQUIRE(gpt->is_training());  // generate puts the mode back
 }
 
