@@ -264,6 +264,20 @@ std::optional<fs::path> run_dir_named(const std::string& arg) {
   return std::nullopt;
 }
 
+// A path with a name longer than a file system holds (NAME_MAX, 255 bytes) is the
+// user's to fix (exit 2), said before anything looks at it: the first look (a status)
+// had failed with the OS's words and exit 74.
+void check_names(const std::string& path, const std::string& option) {
+  constexpr size_t kNameMax = 255;
+  for (const auto& part : fs::path(path)) {
+    const auto& name = part.native();
+    if (name.size() > kNameMax)
+      throw ConfigError(option + " " + path.substr(0, 40) + "…: expected a path whose names are at most " +
+                        std::to_string(kNameMax) + " bytes each, found one of " + std::to_string(name.size()) +
+                        " bytes (" + name.substr(0, 16) + "…)");
+  }
+}
+
 // Creates `dir` (and its parents) and claims it for this run: its marker, created
 // exclusively and locked; std::nullopt when another run holds it already (its
 // marker, or a run from before markers existed).
@@ -336,6 +350,7 @@ bool is_free(const fs::path& dir) { return !has_trained(dir) && !fs::exists(dir 
 // checkpoint is. `--resume DIR` starts it again from step 0 — unless the process in
 // its marker still runs (it has not died; it just has not saved yet).
 bool started_without_checkpoint(const fs::path& dir) {
+  if (fs::is_directory(dir) && fs::exists(dir / "config.toml")) train::require_checkpoints_dir(dir.string());
   return fs::is_directory(dir) && fs::exists(dir / "config.toml") && !fs::exists(dir / "manifest.json") &&
          !train::latest_checkpoint(dir.string());
 }
@@ -428,6 +443,8 @@ int run_train(const TrainCommand& cmd) {
   RunLock lock;  // the writer's hold on the run directory while this command runs
   bool restarting = false;  // --resume of a run killed before its first checkpoint
   std::vector<std::string> resume_changes;  // --set on --resume: "optim.lr 0.001 → 0.01"
+  check_names(cmd.run_dir, "--run-dir");
+  check_names(cmd.resume_dir, "--resume");
   if (!cmd.resume_dir.empty()) {
     if (!cmd.config_path.empty())
       throw ConfigError("--resume " + cmd.resume_dir + ": the run's own config.toml is used; "

@@ -217,6 +217,18 @@ Checkpointer::Checkpointer(std::string run_dir, torch::nn::Module& model,
       run_dir_made_(fs::is_directory(run_dir_)) {
   TORCH_CHECK(options_.keep_last() >= 0, "Checkpointer: expected keep_last >= 0, got ",
               options_.keep_last());
+  // Before any step trains, not at the first save (with the OS's words, exit 74).
+  require_checkpoints_dir(run_dir_);
+}
+
+void require_checkpoints_dir(const std::string& run_dir) {
+  const fs::path root = fs::path(run_dir) / layout::kCheckpoints;
+  std::error_code ec;
+  const auto status = fs::symlink_status(root, ec);
+  if (!ec && fs::exists(status) && !fs::is_directory(fs::status(root, ec)))
+    throw InputError(c10::str(root.string(), ": expected the run's checkpoint directory, found ",
+                              fs::is_symlink(status) ? "a link to no directory" : "a file",
+                              "; move it away, or give the run another directory"));
 }
 
 void Checkpointer::add_part(StatePart part) {

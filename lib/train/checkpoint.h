@@ -142,6 +142,11 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir);
 /// Example: if (auto dir = kiln::train::latest_checkpoint("runs/x")) …
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 
+/// Throws kiln::InputError naming RUN/checkpoints where it is there but is no directory
+/// (a file, a link to none): the user's to mend, said before a resume sets anything
+/// aside or trains a step. Example: kiln::train::require_checkpoints_dir("runs/x");
+void require_checkpoints_dir(const std::string& run_dir);
+
 /// Checks a checkpoint the way load() does before it restores anything, without a
 /// model: a kiln manifest, and every file it lists (model, optimizer, trainer, config,
 /// parts and any other) present with the size and CRC-32 it records. Anything wrong

@@ -54,6 +54,22 @@ if [[ "$(cat "$tmp/names/rc.txt")" != 2 ]] || ! grep -q 'run.name: expected a no
   failures=$((failures + 1)); echo "FAIL: run.name=.. was not refused before writing:"; cat "$tmp/names/out.txt"
 fi
 
+# A name longer than the file system holds is the user's to fix (exit 2), not an I/O error.
+long="$(printf 'a%.0s' {1..300})"
+expect 2 "^kiln: error: \-\-run-dir .*: expected a path whose names are at most 255 bytes each, found one of 300 bytes" \
+  -- train configs/tiny.toml --run-dir "$tmp/$long"
+expect 2 "^kiln: error: \-\-resume .*: expected a path whose names are at most 255 bytes each, found one of 300 bytes" \
+  -- train --resume "$tmp/$long"
+# A run whose checkpoints/ became a file: refused before the resume sets anything aside.
+"$kiln" train configs/tiny.toml --quiet --set train.max_steps=2 --run-dir "$tmp/ckfile" > /dev/null 2>&1
+rm -rf "$tmp/ckfile/checkpoints" && echo mine > "$tmp/ckfile/checkpoints"
+before="$(cd "$tmp/ckfile" && find . -type f | sort | xargs md5sum)"
+expect 2 "^kiln: error: $tmp/ckfile/checkpoints: expected the run's checkpoint directory, found a file" \
+  -- train --resume "$tmp/ckfile"
+checks=$((checks + 1))
+[[ "$(cd "$tmp/ckfile" && find . -type f | sort | xargs md5sum)" == "$before" ]] \
+  || { failures=$((failures + 1)); echo "FAIL: the refused resume changed the run directory"; }
+
 printf '[train]\nepoch = 3\n' > "$tmp/unknown.toml"
 expect 2 "unknown.toml:2:9: unknown key 'epoch' in \[train\]; valid keys: epochs" -- train "$tmp/unknown.toml"
 printf '[train]\nepochs = "ten"\n' > "$tmp/type.toml"
