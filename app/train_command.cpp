@@ -659,9 +659,11 @@ int run_train(const TrainCommand& cmd) {
                 result.last_checkpoint.c_str());
     if (!result.per_class_accuracy.empty() && result.per_class_accuracy.size() <= 20) {
       std::printf("test accuracy by class:");
-      for (const auto& [name, acc] : result.per_class_accuracy)
-        if (std::isnan(acc)) std::printf("  %s -", name.c_str());
-        else std::printf("  %s %.1f%%", name.c_str(), 100.0 * acc);
+      for (const auto& [name, acc] : result.per_class_accuracy) {
+        const std::string shown = printable(name);  // a data file's bytes: no escape sequences
+        if (std::isnan(acc)) std::printf("  %s -", shown.c_str());
+        else std::printf("  %s %.1f%%", shown.c_str(), 100.0 * acc);
+      }
       std::printf("\n");
     }
     if (!result.per_depth.empty()) {

@@ -105,24 +105,24 @@ Arrays read_arrays(const std::string& x_path, const std::string& y_path, const c
     a.labels = string_labels(a.y, a.y_path);
     a.y = at::zeros({a.y.size(0)}, at::kLong);  // the ids, once the classes are known (label_ids)
   }
-  if (a.x.dim() == 0) throw InputError(c10::str(x_path, ": expected an array of examples (rank ≥ 1), found a scalar"));
+  if (a.x.dim() == 0) throw InputError(c10::str(a.x_path, ": expected an array of examples (rank ≥ 1), found a scalar"));
   if (a.y.dim() == 0 || a.y.dim() > 2)
-    throw InputError(c10::str(y_path, ": expected targets of shape (N) or (N, K), found rank ", a.y.dim()));
+    throw InputError(c10::str(a.y_path, ": expected targets of shape (N) or (N, K), found rank ", a.y.dim()));
   if (a.x.size(0) != a.y.size(0))
-    throw InputError(c10::str(y_path, ": has ", a.y.size(0), " targets but ", x_path, " has ",
+    throw InputError(c10::str(a.y_path, ": has ", a.y.size(0), " targets but ", a.x_path, " has ",
                               a.x.size(0), " examples"));
-  if (a.x.size(0) == 0) throw InputError(c10::str(x_path, ": expected examples, found none"));
+  if (a.x.size(0) == 0) throw InputError(c10::str(a.x_path, ": expected examples, found none"));
   // A dimension of 0 after the first: examples of no values, or targets of none.
   if (a.x.numel() == 0)
-    throw InputError(c10::str(x_path, ": expected examples of at least one value each, found shape ",
+    throw InputError(c10::str(a.x_path, ": expected examples of at least one value each, found shape ",
                               a.x.sizes()));
   if (a.y.numel() == 0)
-    throw InputError(c10::str(y_path, ": expected at least one target per example, found shape ", a.y.sizes()));
+    throw InputError(c10::str(a.y_path, ": expected at least one target per example, found shape ", a.y.sizes()));
   if (a.y.dim() == 2 && a.y.size(1) == 1) a.y = a.y.squeeze(1);  // a column: one target each
   if (a.x.dim() == 1) a.x = a.x.unsqueeze(1);
   if (a.x.scalar_type() == at::kBool) a.x = a.x.to(at::kFloat);
-  if (at::isFloatingType(a.x.scalar_type())) require_float32_values(a.x, x_path, "values");
-  if (at::isFloatingType(a.y.scalar_type())) require_float32_values(a.y, y_path, "targets");
+  if (at::isFloatingType(a.x.scalar_type())) require_float32_values(a.x, a.x_path, "values");
+  if (at::isFloatingType(a.y.scalar_type())) require_float32_values(a.y, a.y_path, "targets");
   return a;
 }
 

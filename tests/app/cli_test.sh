@@ -321,6 +321,14 @@ for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7; do
 done
 # A CSV run with missing values dropped trains and names its classes.
 expect 0 "test accuracy by class:  p ([0-9.]+%|-)  q ([0-9.]+%|-)" -- train configs/tiny.toml --set data.train="$tmp/missing.csv" --set data.label=y --set data.missing=drop --set data.test_fraction=0.5 --run-dir "$tmp/csvok"
+# Class names are a file's bytes: printed escaped, never as the terminal escape sequences they hold.
+printf 'a,y\n' > "$tmp/esc.csv"
+for i in $(seq 1 20); do printf '%d,\033[31mred\n%d,blue\n' "$i" "$((i + 50))" >> "$tmp/esc.csv"; done
+expect 0 'test accuracy by class:  \\x1B\[31mred ([0-9.]+%|-)  blue|test accuracy by class:  blue ([0-9.]+%|-)  \\x1B\[31mred' \
+  -- train configs/tiny.toml --set data.train="$tmp/esc.csv" --set data.label=y --set data.test_fraction=0.5 --run-dir "$tmp/esc"
+checks=$((checks + 1))
+"$kiln" train configs/tiny.toml --set data.train="$tmp/esc.csv" --set data.label=y --set data.test_fraction=0.5 \
+  --run-dir "$tmp/esc2" 2>&1 | grep -q $'\033' && { failures=$((failures + 1)); echo "FAIL: a raw escape byte reached the console"; }
 
 # kiln sample: a small GPT on a text the test writes, then text from its checkpoint.
 mkdir -p "$tmp/corpus"

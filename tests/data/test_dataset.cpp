@@ -10,6 +10,7 @@
 
 #include "data/dataset.h"
 #include "data/npy.h"
+#include "data/npz.h"
 #include "support.h"
 #include "util/error.h"
 
@@ -339,6 +340,10 @@ TEST_CASE("NumPy arrays: empty feature dimensions, values float32 cannot hold an
   big[3][1] = 3e38;  // the largest float32 is 3.4028235e38: this one fits
   kiln::data::write_npy(dir / "big.npy", big);
   REQUIRE_NOTHROW(load_data(DataOptions().train(dir / "big.npy").train_targets(dir / "y.npy")));
+  // In an archive the arrays are named by the archive and their names.
+  kiln::data::write_npz(dir / "d.npz", {{"x", at::randn({40, 4})}, {"y", at::randint(0, 3, {30}, at::kLong)}});
+  REQUIRE(error_of(DataOptions().train(dir / "d.npz")) ==
+          dir / "d.npz" + ":y: has 30 targets but " + dir / "d.npz" + ":x has 40 examples");
   // One class: every prediction right, an accuracy that means nothing (CSV refuses it too).
   kiln::data::write_npy(dir / "one.npy", at::full({40}, 2, at::kLong));
   REQUIRE(with("x.npy", "one.npy") == dir / "one.npy" + ": classification needs at least 2 classes, the training split has 1 (class 2)");
