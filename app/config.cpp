@@ -405,7 +405,9 @@ Config parse_config(const std::string& text, const std::string& name) {
     s << name << ":" << e.source().begin.line << ":" << e.source().begin.column
       << ": TOML syntax error: " << e.description() << " (found "
       << text_at(text, e.source().begin.line, e.source().begin.column) << ")";
-    throw ConfigError(s.str());
+    // Escaped here, not only where it is printed: a NUL byte of the file would end the
+    // message's C string (what()) in the middle of the quote.
+    throw ConfigError(printable(s.str()));
   }
   Config c;
   for (const auto& [section, node] : root) {

@@ -131,6 +131,10 @@ TEST_CASE("a TOML syntax error and a missing file are config errors", "[app][con
                           Catch::EndsWith("(found \"= 3\")"));
   REQUIRE_THROWS_WITH(parse_config("[run]\nname = \"é\" \"" + std::string(50, 'x') + "\n", "bad.toml"),
                       Catch::EndsWith("(found \"\"" + std::string(39, 'x') + "…\")"));
+  // A NUL byte is quoted escaped, and the quote closes (it had ended the message's C string).
+  REQUIRE_THROWS_WITH(parse_config(std::string("[train]\nepochs = 1\0 2\n", 22), "nul.toml"),
+                      Catch::StartsWith("nul.toml:2:11: TOML syntax error: ") &&
+                          Catch::EndsWith("(found \"\\x00 2\")"));
   REQUIRE_THROWS_WITH(kiln::app::load_config("/nonexistent/x.toml"),
                       Catch::Contains("/nonexistent/x.toml: cannot read the config file"));
 }
