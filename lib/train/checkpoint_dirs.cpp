@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <regex>
 #include <set>
 
@@ -53,7 +54,12 @@ nlohmann::json read_manifest(const fs::path& checkpoint_dir) {
                                 m.contains(key) ? m[key].dump() : "nothing"));
   };
   field("version", m.value("version", nlohmann::json()) == kVersion, "1");
-  field("step", m.contains("step") && m["step"].is_number_integer(), "an integer");
+  // An integer that int64 holds: 2^63 parses as an unsigned one and would read back negative.
+  field("step",
+        m.contains("step") && m["step"].is_number_integer() &&
+            (!m["step"].is_number_unsigned() ||
+             m["step"].get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())),
+        "an integer of at most 2^63 - 1");
   field("metrics", m.contains("metrics") && m["metrics"].is_object(), "an object");
   field("parts", m.contains("parts") && m["parts"].is_array(), "an array of names");
   for (const auto& p : m["parts"]) field("parts", p.is_string(), "an array of names");

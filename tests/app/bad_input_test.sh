@@ -159,7 +159,8 @@ manifest-missing         | rm $ck/manifest.json | export $ck --format npy --out 
 manifest-not-json        | f cut $ck/manifest.json 40 | train --resume run     | manifest.json: truncated or corrupted: expected JSON
 manifest-format          | ck_manifest 'm["format"] = "other"' | train --resume run | manifest.json: format: expected "kiln checkpoint", found "other"
 manifest-version         | ck_manifest 'm["version"] = 2' | train --resume run | manifest.json: version: expected 1, found 2
-manifest-step-type       | ck_manifest 'm["step"] = "ten"' | train --resume run | manifest.json: step: expected an integer, found "ten"
+manifest-step-type       | ck_manifest 'm["step"] = "ten"' | train --resume run | manifest.json: step: expected an integer of at most 2^63 - 1, found "ten"
+manifest-step-2^63       | ck_manifest 'm["step"] = 2**63' | train --resume run | manifest.json: step: expected an integer of at most 2^63 - 1, found 9223372036854775808
 manifest-file-record     | ck_manifest 'm["files"]["trainer.pt"]["bytes"] = -1' | train --resume run | manifest.json: files: trainer.pt: expected {"bytes": N, "crc32": C} with integers N, C >= 0, found {"bytes":-1,
 manifest-file-name       | ck_manifest 'm["files"]["../../config.toml"] = {"bytes": 1, "crc32": 1}' | train --resume run | manifest.json: files: expected names of files in the checkpoint directory, found '../../config.toml'
 manifest-no-entry        | ck_manifest 'del m["files"]["trainer.pt"]' | train --resume run | manifest.json: files: expected an entry for trainer.pt, found none
