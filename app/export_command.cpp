@@ -68,15 +68,26 @@ const Format& format_named(const std::string& name) {
   throw InputError(c10::str("--format: expected one of ", format_names(), ", found \"", name, "\""));
 }
 
-// The checkpoint directory (one holding manifest.json) that `out` would be written
-// into, at any depth; "" where there is none. A checkpoint holds what kiln train wrote
-// and its manifest lists: an export there would replace or add to it.
+// Whether `dir` is a kiln checkpoint: its manifest.json says so ("format": "kiln
+// checkpoint"). Another program's manifest.json (a web app's) makes no checkpoint.
+bool is_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path manifest = dir / train::layout::kManifest;
+  if (!fs::is_regular_file(manifest, ec)) return false;
+  std::ifstream in(manifest, std::ios::binary);
+  const auto m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return m.is_object() && m.contains("format") && m["format"] == train::layout::kFormat;
+}
+
+// The checkpoint directory that `out` would be written into, at any depth; "" where
+// there is none. A checkpoint holds what kiln train wrote and its manifest lists: an
+// export there would replace or add to it.
 std::string checkpoint_around(const fs::path& out) {
   std::error_code ec;
   const fs::path full = fs::weakly_canonical(fs::absolute(out), ec);
   if (ec) return "";
   for (fs::path p = full.parent_path(); !p.empty(); p = p.parent_path()) {
-    if (fs::exists(p / train::layout::kManifest, ec)) return p.string();
+    if (is_checkpoint(p)) return p.string();
     if (p == p.root_path()) break;
   }
   return "";

@@ -159,6 +159,11 @@ TEST_CASE("export refuses bad input naming it and leaves no output behind", "[ap
                  Contains(out + ": --out: expected a path outside a checkpoint, found one inside " + checkpoint));
   }
   REQUIRE(kiln::files::read(own) == weights);
+  // Another program's manifest.json makes no checkpoint: a folder holding one takes an export.
+  fs::create_directories(tmp / "webapp");
+  std::ofstream(tmp / "webapp/manifest.json") << "{\"name\": \"my app\"}";
+  REQUIRE(run_export({checkpoint, "torch", tmp / "webapp/m.pt"}) == 0);
+  kiln::files::remove_tree(tmp / "webapp");
   REQUIRE_FALSE(fs::exists(checkpoint + "/npy"));
   REQUIRE_FALSE(fs::exists(checkpoint + "/new.pt"));
   std::ofstream(tmp / "notes.safetensors") << "my notes, not a safetensors file";
