@@ -350,7 +350,6 @@ bool is_free(const fs::path& dir) { return !has_trained(dir) && !fs::exists(dir 
 // checkpoint is. `--resume DIR` starts it again from step 0 — unless the process in
 // its marker still runs (it has not died; it just has not saved yet).
 bool started_without_checkpoint(const fs::path& dir) {
-  if (fs::is_directory(dir) && fs::exists(dir / "config.toml")) train::require_checkpoints_dir(dir.string());
   return fs::is_directory(dir) && fs::exists(dir / "config.toml") && !fs::exists(dir / "manifest.json") &&
          !train::latest_checkpoint(dir.string());
 }
@@ -457,8 +456,10 @@ int run_train(const TrainCommand& cmd) {
     // checkpoint while this command lists them.
     const bool locks = !cmd.print_config && !follower;
     const bool create = !cmd.dry_run;
-    if (locks)
-      if (const auto dir = run_dir_named(cmd.resume_dir)) lock = lock_for_resume(*dir, create);
+    const auto named = run_dir_named(cmd.resume_dir);
+    // A checkpoints/ that is no directory: refused before the resume sets anything aside.
+    if (named) train::require_checkpoints_dir(named->string());
+    if (locks && named) lock = lock_for_resume(*named, create);
     if (started_without_checkpoint(cmd.resume_dir)) {
       resume = {cmd.resume_dir, ""};  // from step 0, in its own directory, with its own config
       restarting = true;

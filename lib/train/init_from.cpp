@@ -66,10 +66,11 @@ int64_t init_from(torch::nn::Module& model, const std::string& path) {
     const auto& v = saved.at(name);
     if (!at::isFloatingType(v.scalar_type())) continue;
     const auto finite = at::isfinite(v);
-    if (!finite.all().item<bool>())
+    if (!finite.all().item<bool>()) {
+      const int64_t i = (~finite).flatten().nonzero()[0].item<int64_t>();
       throw InputError(c10::str(file, ": model.init_from: tensor '", name, "': expected finite values, found ",
-                                v.flatten()[(~finite).flatten().nonzero()[0].item<int64_t>()].item<double>(),
-                                " at flat index ", (~finite).flatten().nonzero()[0].item<int64_t>()));
+                                v.flatten()[i].item<double>(), " at flat index ", i));
+    }
   }
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : own) t.copy_(saved.at(name));
