@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <optional>
-#include <limits>
 #include <set>
+#include <string>
 
 #include "data/formats.h"
 #include "util/error.h"
@@ -36,19 +38,40 @@ bool is_missing(std::string_view v) {
   return false;
 }
 
-std::optional<double> parse_number(std::string_view v) {
+// The fields of the columns a data set uses, each parsed once: a number, a missing
+// value, text, or a number that is not finite in float32 (the dtype kiln trains in:
+// inf, -inf, nan(…), 1e999, 1e39), which a numeric column refuses, naming the field.
+enum : uint8_t { kNumber, kMissing, kText, kNonFinite };
+
+struct Field {
+  uint8_t kind;
+  double value;  // the number (kNumber), else NaN
+};
+
+Field parse_field(std::string_view v) {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  if (is_missing(v)) return {kMissing, nan};
   v = trim(v);
   if (!v.empty() && v.front() == '+') v.remove_prefix(1);
   double out = 0.0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || end != v.data() + v.size() || v.empty() || !std::isfinite(out))
-    return std::nullopt;
-  return out;
+  if (v.empty() || end != v.data() + v.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    return {kText, nan};
+  // Out of double's range: from_chars leaves `out` as it was; strtod tells an overflow
+  // (±HUGE_VAL: not finite) from an underflow (a value at or near 0, a number).
+  if (ec == std::errc::result_out_of_range) out = std::strtod(std::string(v).c_str(), nullptr);
+  if (!std::isfinite(out) || std::abs(out) > static_cast<double>(std::numeric_limits<float>::max()))
+    return {kNonFinite, nan};
+  return {kNumber, out};
 }
 
-// The fields of the columns a data set uses, each parsed once: a number, a missing
-// value, or text (the reader's speed depends on this: a field is looked at once).
-enum : uint8_t { kNumber, kMissing, kText };
+std::optional<double> parse_number(std::string_view v) {
+  const Field f = parse_field(v);
+  if (f.kind != kNumber) return std::nullopt;
+  return f.value;
+}
+
+// Each used column's fields, parsed once (the reader's speed depends on this).
 struct ParsedColumn {
   std::vector<double> value;  // the number (kNumber), else NaN
   std::vector<uint8_t> kind;
@@ -66,17 +89,16 @@ class Parsed {
         c.value.resize(static_cast<size_t>(t.rows()));
         c.kind.resize(static_cast<size_t>(t.rows()));
         for (int64_t r = 0; r < t.rows(); ++r) {
-          const auto v = t.at(r, cols[static_cast<size_t>(i)]);
-          const bool missing = is_missing(v);
-          const auto n = missing ? std::nullopt : parse_number(v);
-          c.kind[r] = n ? kNumber : missing ? kMissing : kText;
-          c.value[r] = n ? *n : std::numeric_limits<double>::quiet_NaN();
+          const Field f = parse_field(t.at(r, cols[static_cast<size_t>(i)]));
+          c.kind[r] = f.kind;
+          c.value[r] = f.value;
         }
       }
     });
   }
   const CsvTable& table() const { return t_; }
   bool missing(int64_t r, int64_t c) const { return col(c).kind[r] == kMissing; }
+  bool non_finite(int64_t r, int64_t c) const { return col(c).kind[r] == kNonFinite; }
   std::optional<double> number(int64_t r, int64_t c) const {
     const auto& pc = col(c);
     if (pc.kind[r] != kNumber) return std::nullopt;
@@ -131,25 +153,38 @@ struct Feature {
   int64_t width() const { return categorical ? static_cast<int64_t>(categories.size()) : 1; }
 };
 
+// "FILE: line L, column C (NAME): expected a finite number[ WHAT] (at most 3.4e38 …),
+// found 'inf'": a numeric column's field past float32's range (kNonFinite).
+InputError non_finite_error(const CsvTable& t, int64_t row, int64_t col, std::string_view what) {
+  return InputError(c10::str(where(t, row, col), ": expected a finite number", what,
+                             " (at most 3.4e38 in magnitude: kiln trains in float32), found '",
+                             trim(t.at(row, col)), "'"));
+}
+
 // A column is numeric when every value present parses as a number, categorical when
-// none does (or the user says so); a mix is a bad value in a numeric column.
+// none does (or the user says so); a mix is a bad value in a numeric column, and so is
+// a number past float32's range in one (inf, 1e39).
 bool decide_categorical(const Parsed& p, int64_t col, bool forced) {
   if (forced) return true;
   const CsvTable& t = p.table();
-  int64_t first_number = -1, first_text = -1;
-  for (int64_t r = 0; r < t.rows() && (first_number < 0 || first_text < 0); ++r) {
+  int64_t first_number = -1, first_text = -1, first_non_finite = -1;
+  for (int64_t r = 0; r < t.rows(); ++r) {
     if (p.missing(r, col)) continue;
     if (p.number(r, col)) {
       if (first_number < 0) first_number = r;
+    } else if (p.non_finite(r, col)) {
+      if (first_non_finite < 0) first_non_finite = r;
     } else if (first_text < 0) {
       first_text = r;
     }
+    if (first_number >= 0 && first_text >= 0) break;
   }
   if (first_number >= 0 && first_text >= 0)
     throw InputError(c10::str(where(t, first_text, col), ": expected a number (the column holds "
                               "numbers, as on line ", t.lines[first_number], "), found '",
                               t.at(first_text, col), "'; list the column in data.categorical to "
                               "one-hot encode it as text"));
+  if (first_text < 0 && first_non_finite >= 0) throw non_finite_error(t, first_non_finite, col, "");
   return first_text >= 0;
 }
 
@@ -200,6 +235,7 @@ class TableEncoder {
         double value = feat.mean;  // a missing value that got past the missing check: "mean"
         if (!p.missing(r, c)) {
           const auto parsed = p.number(r, c);
+          if (!parsed && p.non_finite(r, c)) throw non_finite_error(t, r, c, "");
           if (!parsed)
             throw InputError(c10::str(where(t, r, c), ": expected a number, found '", v, "'"));
           value = *parsed;
@@ -209,6 +245,8 @@ class TableEncoder {
       const auto label = t.at(r, label_col);
       if (regression) {
         const auto parsed = p.number(r, label_col);
+        if (!parsed && p.non_finite(r, label_col))
+          throw non_finite_error(t, r, label_col, " as the regression target");
         if (!parsed)
           throw InputError(c10::str(where(t, r, label_col), ": expected a number (the regression "
                                     "target), found '", label, "'"));
@@ -312,12 +350,21 @@ DataSchema fit(const Parsed& p, const std::vector<int64_t>& rows, const std::vec
 
   // The task: text labels are classes, fractional ones regression targets; whole
   // numbers could be either, and the user says which.
-  bool any_text = false, any_fraction = false;
+  // A number past float32's range (inf, 1e39) is text among text labels (a class's
+  // name) and an error among numbers, or where data.task is regression.
+  bool any_text = false, any_fraction = false, any_number = false;
+  int64_t first_non_finite = -1;
   for (const int64_t r : rows) {
     const auto v = p.number(r, label_col);
-    if (!v) any_text = true;
-    else if (*v != std::floor(*v)) any_fraction = true;
+    if (v) any_number = true;
+    if (!v && p.non_finite(r, label_col) && first_non_finite < 0) first_non_finite = r;
+    if (!v && !p.non_finite(r, label_col)) any_text = true;
+    else if (v && *v != std::floor(*v)) any_fraction = true;
   }
+  if (first_non_finite >= 0 && (o.task() == "regression" || (any_number && !any_text)))
+    throw non_finite_error(t, first_non_finite, label_col,
+                           o.task() == "regression" ? " as the regression target" : " as the label");
+  any_text = any_text || first_non_finite >= 0;
   const std::string where_label = c10::str(t.path, ": column ", label_col + 1, " (",
                                            t.header[static_cast<size_t>(label_col)], ")");
   if (o.task() == "regression") {

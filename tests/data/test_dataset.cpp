@@ -187,6 +187,44 @@ TEST_CASE("CSV bad values: unknown columns, text in numbers, unseen categories a
              Catch::Contains("cls.csv: line 2, column 3 (species): the class 'Emperor' is not one of"));
 }
 
+TEST_CASE("CSV numbers past float32's range (inf, 1e999, 1e39) are refused in numeric columns, "
+          "names among text", "[data][dataset][csv]") {
+  kiln::test::TempDir dir;
+  // A regression label of inf had made the label column text, so classes, each number one.
+  const auto label = write(dir, "inf_label.csv", "x,y\n1,2.5\n2,inf\n3,6.5\n4,8.5\n");
+  CHECK_THAT(error_of(DataOptions().train(label).label("y")),
+             Catch::Contains("inf_label.csv: line 3, column 2 (y): expected a finite number as the label "
+                             "(at most 3.4e38 in magnitude: kiln trains in float32), found 'inf'"));
+  CHECK_THAT(error_of(DataOptions().train(label).label("y").task("regression")),
+             Catch::Contains("line 3, column 2 (y): expected a finite number as the regression target"));
+  CHECK_THAT(error_of(DataOptions().train(label).label("y").task("classification")),
+             Catch::Contains("found 'inf'"));
+  // In a feature: 1e999 overflows double, 1e39 float32; both had been text, or inf in x.
+  for (const std::string v : {"-inf", "1e999", "1e39", "nan(1)"}) {
+    const auto feature = write(dir, "f.csv", "a,y\n1,p\n" + v + ",q\n3,p\n4,q\n");
+    CHECK_THAT(error_of(DataOptions().train(feature).label("y")),
+               Catch::Contains("f.csv: line 3, column 1 (a): expected a finite number (at most") &&
+                   Catch::Contains("found '" + v + "'"));
+  }
+  // In the test split's numeric column and regression target.
+  const auto good = write(dir, "good.csv", "x,y\n1,2.5\n2,4.5\n3,6.5\n4,8.5\n");
+  const auto test_x = write(dir, "test_x.csv", "x,y\n1e40,2.5\n");
+  CHECK_THAT(error_of(DataOptions().train(good).test(test_x).label("y")),
+             Catch::Contains("test_x.csv: line 2, column 1 (x): expected a finite number"));
+  const auto test_y = write(dir, "test_y.csv", "x,y\n1,-inf\n");
+  CHECK_THAT(error_of(DataOptions().train(good).test(test_y).label("y")),
+             Catch::Contains("test_y.csv: line 2, column 2 (y): expected a finite number as the regression target"));
+  // Among text, 'inf' is a name like any other; an underflow (1e-400) is the number 0.
+  const auto names = write(dir, "names.csv", "a,y\n1e-400,inf\n2,cat\n3,inf\n4,cat\n");
+  const auto d = load_data(DataOptions().train(names).test(names).label("y"));
+  CHECK(d.schema.classes == std::vector<std::string>{"cat", "inf"});
+  const auto text = write(dir, "text.csv", "a,y\ninf,p\nred,q\ninf,p\nred,q\n");
+  CHECK(load_data(DataOptions().train(text).test(text).label("y")).train.x.size(1) == 2);  // one-hot
+  // 3.4e38 is float32's: kept.
+  const auto edge = write(dir, "edge.csv", "x,y\n3.4e38,2.5\n-3.4e38,4.5\n0,6.5\n1,8.5\n");
+  CHECK(load_data(DataOptions().train(edge).test(edge).label("y")).train.x.isfinite().all().item<bool>());
+}
+
 TEST_CASE("CSV delimiters: auto reads .tsv and .tab files at tabs; a header of one column says which to set",
           "[data][dataset][csv]") {
   kiln::test::TempDir dir;
