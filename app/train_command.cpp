@@ -143,6 +143,29 @@ bool has_trained(const fs::path& dir) {
   return fs::exists(dir / "checkpoints") || fs::exists(dir / "metrics.jsonl");
 }
 
+// The first of the names a run writes at its top level (docs/observability.md) that
+// `dir` already holds though no run of kiln's is there (no marker, no metrics, no
+// checkpoints): another program's file or the user's own (a config.toml kept beside
+// their data), which the run would write over. Example: foreign_file("."): "config.toml".
+std::optional<std::string> foreign_file(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;  // nothing there yet, or claim's to refuse
+  if (has_trained(dir) || fs::exists(fs::symlink_status(dir / kRunMarker, ec))) return std::nullopt;  // kiln's run
+  for (const char* name : {"config.toml", "data.json", "memory.jsonl", "train.log", "tb", "profile",
+                           "superseded", "memory_snapshot.pickle", "oom_snapshot.pickle"})
+    if (fs::exists(fs::symlink_status(dir / name, ec))) return std::string(name);
+  return std::nullopt;
+}
+
+// A --run-dir that holds files the run would write over is refused (exit 2) before
+// anything is written; kiln's own runs are told apart (claim, is_free).
+void refuse_foreign_files(const fs::path& dir) {
+  if (const auto name = foreign_file(dir))
+    throw InputError(dir.string() + ": --run-dir: expected a new directory, an empty one or a run of kiln's, "
+                     "found " + (dir / *name).string() + " there, which the run would write over; move it "
+                     "away, or choose another --run-dir");
+}
+
 // What a marker holds: "pid N\n", N this process's.
 std::string pid_line() { return "pid " + std::to_string(::getpid()) + "\n"; }
 
@@ -291,7 +314,7 @@ std::optional<RunLock> claim(const fs::path& dir) {
     throw InputError(dir.string() + ": cannot create the run directory: expected a path of "
                      "directories, found " + ec.message() + " (a file on the way, or a name too long)");
   if (ec) throw IoError(dir.string(), "create the run directory", ec.value());
-  if (has_trained(dir)) return std::nullopt;
+  if (has_trained(dir) || foreign_file(dir)) return std::nullopt;
   const int fd = ::open((dir / kRunMarker).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (errno == EEXIST) return std::nullopt;
@@ -344,7 +367,9 @@ fs::path candidate_run_dir(const Config& config, int k) {
 }
 
 // Whether a new run may claim `dir` (claim() would succeed), without touching it.
-bool is_free(const fs::path& dir) { return !has_trained(dir) && !fs::exists(dir / kRunMarker); }
+bool is_free(const fs::path& dir) {
+  return !has_trained(dir) && !fs::exists(dir / kRunMarker) && !foreign_file(dir);
+}
 
 // A run killed before its first checkpoint: its config.toml is there, no complete
 // checkpoint is. `--resume DIR` starts it again from step 0 — unless the process in
@@ -519,6 +544,7 @@ int run_train(const TrainCommand& cmd) {
                          : "would continue in " + run_dir.string() + " from " + resume.checkpoint_dir +
                                (resume_changes.empty() ? "" : " with " + c10::Join(", ", resume_changes));
     } else if (!cmd.run_dir.empty()) {
+      refuse_foreign_files(cmd.run_dir);
       if (!is_free(cmd.run_dir))
         throw ConfigError(cmd.run_dir + ": already holds a run; continue it with --resume " + cmd.run_dir +
                           ", or choose another --run-dir");
@@ -558,6 +584,7 @@ int run_train(const TrainCommand& cmd) {
   } else if (cmd.resume_dir.empty() && !cmd.run_dir.empty()) {
     run_dir = cmd.run_dir;  // named explicitly: never reuse a directory that holds a run
     existed = fs::exists(run_dir);
+    refuse_foreign_files(run_dir);
     auto claimed = claim(run_dir);
     if (!claimed)
       throw ConfigError(run_dir.string() + ": already holds a run; continue it with --resume " +
@@ -601,17 +628,16 @@ int run_train(const TrainCommand& cmd) {
     result = train::train(spec, console);
   } catch (...) {
     // A run that failed before it trained (bad data, a refused checkpoint) leaves
-    // the directory as it found it: the claim and what the start wrote go, and a
-    // directory this command created goes too.
+    // the directory as it found it: the claim and what the start wrote go (none of
+    // these names was there before it: refuse_foreign_files), and a directory this
+    // command created goes too, so that the same --run-dir can be given again.
     if (!follower && cmd.resume_dir.empty() && !has_trained(run_dir)) {
       log::close_file();
       std::error_code ec;
       fs::remove(run_dir / kRunMarker, ec);
-      if (!existed) {
-        for (const char* file : {"train.log", "config.toml", train::kDataFile})
-          fs::remove(run_dir / file, ec);
-        fs::remove(run_dir, ec);  // only when empty
-      }
+      for (const char* file : {"train.log", "config.toml", train::kDataFile})
+        fs::remove(run_dir / file, ec);
+      if (!existed) fs::remove(run_dir, ec);  // only when empty
     }
     if (!follower) rethrow_with_what_is_kept(run_dir);
     throw;

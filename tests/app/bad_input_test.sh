@@ -76,6 +76,7 @@ train-resume-neither     | mkdir empty | train --resume empty                  |
 train-run-dir-taken      | -  | train $T --run-dir run                       | run: already holds a run;;--resume run
 train-resume-aside       | mkdir -p run/superseded && cp -r $ck run/superseded/ | train --resume run/superseded/$ckname | run/superseded/step_;;: --resume: expected a checkpoint in a run's checkpoints/ folder;;/run/superseded/ (set aside when the run was resumed from an earlier step;;--set model.init_from="run/superseded/step_
 train-resume-loose       | cp -r $ck loose | train --resume loose      | loose: --resume: expected a checkpoint in a run's checkpoints/ folder (RUN/checkpoints/step_N), found one in;;--set model.init_from="loose"
+train-run-dir-foreign    | mkdir mine && echo mine > mine/config.toml | train $T --run-dir mine | mine: --run-dir: expected a new directory, an empty one or a run of kiln's, found mine/config.toml there;;which the run would write over
 train-run-dir-is-file    | touch afile | train $T --run-dir afile/sub          | afile/sub: cannot create the run directory
 export-no-checkpoint     | -  | export --format npy --out x                  | CHECKPOINT: expected a checkpoint or run directory, found none
 export-bad-format        | -  | export run --format onnx --out x.onnx        | --format: expected one of safetensors, npy, torch, found "onnx"

@@ -54,6 +54,26 @@ if [[ "$(cat "$tmp/names/rc.txt")" != 2 ]] || ! grep -q 'run.name: expected a no
   failures=$((failures + 1)); echo "FAIL: run.name=.. was not refused before writing:"; cat "$tmp/names/out.txt"
 fi
 
+# A --run-dir holding a file the run would write (the user's own config.toml beside
+# their data; `--run-dir .` in such a folder) is refused before anything is written,
+# --dry-run too; other files are no obstacle; run.dir/run.name moves on to NAME-2.
+mkdir -p "$tmp/mine" && printf 'mine = 1\n' > "$tmp/mine/config.toml"
+(cd "$tmp/mine" && "$kiln" train "$OLDPWD/configs/tiny.toml" --run-dir . > ../mine.out 2>&1; echo $? > ../mine.rc)
+checks=$((checks + 1))
+if [[ "$(cat "$tmp/mine.rc")" != 2 || "$(cat "$tmp/mine/config.toml")" != "mine = 1" || "$(ls -A "$tmp/mine")" != config.toml ]] ||
+   ! grep -q "^kiln: error: \.: --run-dir: expected a new directory, an empty one or a run of kiln's, found \./config.toml there, which the run would write over" "$tmp/mine.out"; then
+  failures=$((failures + 1)); echo "FAIL: --run-dir . over the user's config.toml was not refused before writing:"; cat "$tmp/mine.out"
+fi
+expect 2 "^kiln: error: $tmp/mine: --run-dir: expected a new directory, .*found $tmp/mine/config.toml there" \
+  -- train configs/tiny.toml --run-dir "$tmp/mine" --dry-run
+mkdir -p "$tmp/notes" && echo mine > "$tmp/notes/notes.txt"
+expect 0 "final test accuracy" -- train configs/tiny.toml --run-dir "$tmp/notes" --set train.max_steps=0
+mkdir -p "$tmp/rd/x" && echo mine > "$tmp/rd/x/data.json"
+expect 0 "run directory $tmp/rd/x-2" -- train configs/tiny.toml --set run.dir="$tmp/rd" --set run.name=x --set train.max_steps=0
+checks=$((checks + 1))
+[[ "$(cat "$tmp/rd/x/data.json")" == mine && "$(ls -A "$tmp/rd/x")" == data.json ]] \
+  || { failures=$((failures + 1)); echo "FAIL: run.dir/run.name wrote into a directory holding the user's data.json"; }
+
 # A name longer than the file system holds is the user's to fix (exit 2), not an I/O error.
 long="$(printf 'a%.0s' {1..300})"
 expect 2 "^kiln: error: \-\-run-dir .*: expected a path whose names are at most 255 bytes each, found one of 300 bytes" \
@@ -248,6 +268,13 @@ done
 # A run that fails before it trains leaves its --run-dir usable.
 expect 2 "data.root: expected a directory" -- train configs/tiny.toml --set data.root=/nonexistent --run-dir "$tmp/retry"
 expect 0 "final test accuracy" -- train configs/tiny.toml --run-dir "$tmp/retry" --set train.max_steps=0
+# So does one in a directory that was there before it (made by the user, holding
+# their notes): what the failed start wrote goes, the notes stay, the retry trains.
+mkdir -p "$tmp/made" && echo mine > "$tmp/made/notes.txt"
+expect 2 "data.root: expected a directory" -- train configs/tiny.toml --set data.root=/nonexistent --run-dir "$tmp/made"
+checks=$((checks + 1))
+[[ "$(ls -A "$tmp/made")" == notes.txt ]] || { failures=$((failures + 1)); echo "FAIL: a failed start left $(ls -A "$tmp/made" | tr '\n' ' ')in a directory the user made"; }
+expect 0 "final test accuracy" -- train configs/tiny.toml --run-dir "$tmp/made" --set train.max_steps=0
 
 
 # Signals. wait_for_steps DIR N: wait (up to 60 s) until metrics.jsonl has N train lines.
