@@ -96,12 +96,17 @@ int64_t streaming_threshold_bytes() {
   return bytes;
 }
 
+Reads prefetch_reads_for(std::string_view vendor, int64_t bytes) {
+  return vendor == "GenuineIntel" && bytes >= kPrefetchThresholdBytes ? Reads::kAhead : Reads::kHardware;
+}
+
 Reads prefetch_reads(int64_t bytes) {
   static const auto policy =
       static_cast<StreamingPolicy>(util::env_switch("KILN_CPU_PREFETCH", {"auto", "off", "on"}));
   if (policy == StreamingPolicy::kOn) return Reads::kAhead;
   if (policy == StreamingPolicy::kOff) return Reads::kHardware;
-  return bytes >= kPrefetchThresholdBytes ? Reads::kAhead : Reads::kHardware;
+  static const std::string vendor = cpu_vendor();
+  return prefetch_reads_for(vendor, bytes);
 }
 
 Stores streaming_stores(int64_t bytes) {

@@ -25,9 +25,15 @@ void advise_huge_pages(const at::Tensor& t);
 /// the default) forces either. Example: kernel(…, streaming_stores(3 * x.nbytes()));
 Stores streaming_stores(int64_t bytes);
 
-/// The reads for a CPU pass over arrays of `bytes` in all (read and written): kAhead
-/// from kPrefetchThresholdBytes on, kHardware below. KILN_CPU_PREFETCH=off|on|auto
-/// (auto, the default) forces either. Example: kernel(…, prefetch_reads(a.bytes()));
+/// The reads for a CPU pass over arrays of `bytes` in all (read and written) on a CPU
+/// whose vendor string (cpu_vendor()) is `vendor`: kAhead from kPrefetchThresholdBytes
+/// on an Intel CPU, kHardware below it and on every other CPU (on the Zen 4 EPYC the
+/// software prefetch made the AdamW and Lion loops over 10 M parameters 8-20 % slower
+/// with one thread: docs/performance.md). Example: prefetch_reads_for("AuthenticAMD", 1 << 30) is kHardware.
+Reads prefetch_reads_for(std::string_view vendor, int64_t bytes);
+
+/// prefetch_reads_for this CPU. KILN_CPU_PREFETCH=off|on|auto (auto, the default)
+/// forces either. Example: kernel(…, prefetch_reads(a.bytes()));
 Reads prefetch_reads(int64_t bytes);
 
 /// The bytes a pass moves from which it prefetches in software (prefetch_reads): 48 MiB.
