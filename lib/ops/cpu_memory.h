@@ -28,7 +28,7 @@ Stores streaming_stores(int64_t bytes);
 /// The reads for a CPU pass over arrays of `bytes` in all (read and written) on a CPU
 /// whose vendor string (cpu_vendor()) is `vendor`: kAhead from kPrefetchThresholdBytes
 /// on an Intel CPU, kHardware below it and on every other CPU (on the Zen 4 EPYC the
-/// software prefetch made the AdamW and Lion loops over 10 M parameters 8-20 % slower
+/// software prefetch made the AdamW and Lion loops over 10 M parameters take 6-29 % longer
 /// with one thread: docs/performance.md). Example: prefetch_reads_for("AuthenticAMD", 1 << 30) is kHardware.
 Reads prefetch_reads_for(std::string_view vendor, int64_t bytes);
 
