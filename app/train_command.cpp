@@ -151,8 +151,8 @@ std::optional<std::string> foreign_file(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;  // nothing there yet, or claim's to refuse
   if (has_trained(dir) || fs::exists(fs::symlink_status(dir / kRunMarker, ec))) return std::nullopt;  // kiln's run
-  for (const char* name : {"config.toml", "data.json", "memory.jsonl", "train.log", "tb", "profile",
-                           "superseded", "memory_snapshot.pickle", "oom_snapshot.pickle"})
+  for (const char* name : {"config.toml", train::kDataFile, "memory.jsonl", "train.log", "tb", "profile",
+                           train::kSupersededDir, "memory_snapshot.pickle", "oom_snapshot.pickle"})
     if (fs::exists(fs::symlink_status(dir / name, ec))) return std::string(name);
   return std::nullopt;
 }

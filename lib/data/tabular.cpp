@@ -355,11 +355,14 @@ DataSchema fit(const Parsed& p, const std::vector<int64_t>& rows, const std::vec
   bool any_text = false, any_fraction = false, any_number = false;
   int64_t first_non_finite = -1;
   for (const int64_t r : rows) {
-    const auto v = p.number(r, label_col);
-    if (v) any_number = true;
-    if (!v && p.non_finite(r, label_col) && first_non_finite < 0) first_non_finite = r;
-    if (!v && !p.non_finite(r, label_col)) any_text = true;
-    else if (v && *v != std::floor(*v)) any_fraction = true;
+    if (const auto v = p.number(r, label_col)) {
+      any_number = true;
+      if (*v != std::floor(*v)) any_fraction = true;
+    } else if (p.non_finite(r, label_col)) {
+      if (first_non_finite < 0) first_non_finite = r;
+    } else {
+      any_text = true;
+    }
   }
   if (first_non_finite >= 0 && (o.task() == "regression" || (any_number && !any_text)))
     throw non_finite_error(t, first_non_finite, label_col,

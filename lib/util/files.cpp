@@ -100,9 +100,10 @@ uint64_t remove_tree(const std::string& path) {
 
 void require_regular_file(const std::string& path, const std::string& kind) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return;
+  const bool seen = ::stat(path.c_str(), &st) == 0;
+  if (seen && S_ISREG(st.st_mode)) return;
   const int error = errno;
-  const char* found = ::stat(path.c_str(), &st) != 0 ? (error == ENOENT ? "nothing" : nullptr)
+  const char* found = !seen                          ? (error == ENOENT ? "nothing" : nullptr)
                       : S_ISDIR(st.st_mode)          ? "a directory"
                       : S_ISFIFO(st.st_mode)         ? "a FIFO (named pipe)"
                       : S_ISCHR(st.st_mode)          ? "a character device"
