@@ -60,6 +60,21 @@ int64_t parse_cache_size(const std::string& s) {
   return *end == '\0' || *end == '\n' ? v : 0;
 }
 
+// The first core's cache of `level` that holds data (type Data or Unified), 0 where
+// sysfs names none.
+int64_t detect_cache_bytes(int level) {
+  const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index";
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream l(dir + std::to_string(i) + "/level"), t(dir + std::to_string(i) + "/type"),
+        f(dir + std::to_string(i) + "/size");
+    int at = 0;
+    std::string type, size;
+    if (!(l >> at) || !(t >> type) || !(f >> size)) break;
+    if (at == level && type != "Instruction") return parse_cache_size(size);
+  }
+  return 0;
+}
+
 int64_t detect_llc_bytes() {
   // sysfs names the cache one core shares; glibc's sysconf sums it over the
   // package on some virtual machines (320 MiB on a 32 MiB EPYC guest).
@@ -86,6 +101,11 @@ int64_t llc_bytes() {
   return bytes;
 }
 
+int64_t l2_bytes() {
+  static const int64_t bytes = detect_cache_bytes(2);
+  return bytes;
+}
+
 int64_t streaming_threshold_for(std::string_view vendor, int64_t llc) {
   constexpr int64_t kIntelCap = int64_t{128} << 20;
   return vendor == "GenuineIntel" ? std::min(llc, kIntelCap) : llc;
@@ -96,8 +116,9 @@ int64_t streaming_threshold_bytes() {
   return bytes;
 }
 
-Reads prefetch_reads_for(std::string_view vendor, int64_t bytes) {
-  return vendor == "GenuineIntel" && bytes >= kPrefetchThresholdBytes ? Reads::kAhead : Reads::kHardware;
+Reads prefetch_reads_for(std::string_view vendor, int64_t l2, int64_t bytes) {
+  return vendor == "GenuineIntel" && l2 >= kPrefetchL2Bytes && bytes >= kPrefetchThresholdBytes ? Reads::kAhead
+                                                                                                : Reads::kHardware;
 }
 
 Reads prefetch_reads(int64_t bytes) {
@@ -106,7 +127,8 @@ Reads prefetch_reads(int64_t bytes) {
   if (policy == StreamingPolicy::kOn) return Reads::kAhead;
   if (policy == StreamingPolicy::kOff) return Reads::kHardware;
   static const std::string vendor = cpu_vendor();
-  return prefetch_reads_for(vendor, bytes);
+  static const int64_t l2 = l2_bytes();
+  return prefetch_reads_for(vendor, l2, bytes);
 }
 
 Stores streaming_stores(int64_t bytes) {

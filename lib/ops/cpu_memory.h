@@ -26,11 +26,17 @@ void advise_huge_pages(const at::Tensor& t);
 Stores streaming_stores(int64_t bytes);
 
 /// The reads for a CPU pass over arrays of `bytes` in all (read and written) on a CPU
-/// whose vendor string (cpu_vendor()) is `vendor`: kAhead from kPrefetchThresholdBytes
-/// on an Intel CPU, kHardware below it and on every other CPU (on the Zen 4 EPYC the
-/// software prefetch made the AdamW and Lion loops over 10 M parameters take 6-29 % longer
-/// with one thread: docs/performance.md). Example: prefetch_reads_for("AuthenticAMD", 1 << 30) is kHardware.
-Reads prefetch_reads_for(std::string_view vendor, int64_t bytes);
+/// whose vendor string (cpu_vendor()) is `vendor` and whose cores have `l2` bytes of L2
+/// each (l2_bytes(); 0 where unknown): kAhead from kPrefetchThresholdBytes on an Intel
+/// CPU with at least kPrefetchL2Bytes of L2, kHardware below it and on every other CPU.
+/// The prefetch won 10-17 % on the Intel Xeon model 207 (2 MiB L2) and cost where the
+/// L2 is smaller: on the Zen 4 EPYC (1 MiB) the AdamW and Lion loops over 10 M
+/// parameters took 6-29 % longer with one thread; on the Intel Xeon model 106 (Ice
+/// Lake, 1.25 MiB) AdamW 8-15 % and Lion 4-15 % longer with one thread, and with two
+/// AdamW level (median of 7 runs 6.75 against 6.65 ms) and Lion 7 % faster (5.15
+/// against 5.51): AdamW, the default, decides (docs/performance.md).
+/// Example: prefetch_reads_for("GenuineIntel", 1280 << 10, 1 << 30) is kHardware.
+Reads prefetch_reads_for(std::string_view vendor, int64_t l2, int64_t bytes);
 
 /// prefetch_reads_for this CPU. KILN_CPU_PREFETCH=off|on|auto (auto, the default)
 /// forces either. Example: kernel(…, prefetch_reads(a.bytes()));
@@ -43,6 +49,14 @@ Reads prefetch_reads(int64_t bytes);
 /// and 2-8 % slower at 20-28 MiB (1 M), whose data the caches serve without it
 /// (docs/performance.md).
 constexpr int64_t kPrefetchThresholdBytes = int64_t{48} << 20;
+
+/// The L2 a core needs for prefetch_reads to prefetch: 2 MiB, the Xeon model 207's,
+/// where it paid; the CPUs with 1-1.25 MiB measured slower with it.
+constexpr int64_t kPrefetchL2Bytes = int64_t{2} << 20;
+
+/// The size of the first core's L2 cache (Linux sysfs: the level-2 data or unified
+/// cache), 0 where sysfs does not say.
+int64_t l2_bytes();
 
 /// The size of the largest CPU cache the first core sees (Linux sysfs; the C
 /// library's figure, else 32 MiB, where sysfs has none).
