@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -60,18 +61,35 @@ int64_t parse_cache_size(const std::string& s) {
   return *end == '\0' || *end == '\n' ? v : 0;
 }
 
+// One of the first core's caches as sysfs names it (index0, index1, …).
+struct CacheEntry {
+  int level = 0;     // 0 where sysfs does not say
+  std::string type;  // "Data", "Instruction" or "Unified"; empty where sysfs does not say
+  int64_t bytes = 0;
+};
+
+// The first core's caches, in sysfs's order, up to the first index without a size.
+std::vector<CacheEntry> first_core_caches() {
+  std::vector<CacheEntry> caches;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream size_file(dir + "size");
+    std::string size;
+    if (!(size_file >> size)) break;
+    CacheEntry c;
+    c.bytes = parse_cache_size(size);
+    std::ifstream(dir + "level") >> c.level;
+    std::ifstream(dir + "type") >> c.type;
+    caches.push_back(std::move(c));
+  }
+  return caches;
+}
+
 // The first core's cache of `level` that holds data (type Data or Unified), 0 where
 // sysfs names none.
 int64_t detect_cache_bytes(int level) {
-  const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index";
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream l(dir + std::to_string(i) + "/level"), t(dir + std::to_string(i) + "/type"),
-        f(dir + std::to_string(i) + "/size");
-    int at = 0;
-    std::string type, size;
-    if (!(l >> at) || !(t >> type) || !(f >> size)) break;
-    if (at == level && type != "Instruction") return parse_cache_size(size);
-  }
+  for (const auto& c : first_core_caches())
+    if (c.level == level && !c.type.empty() && c.type != "Instruction") return c.bytes;
   return 0;
 }
 
@@ -79,12 +97,7 @@ int64_t detect_llc_bytes() {
   // sysfs names the cache one core shares; glibc's sysconf sums it over the
   // package on some virtual machines (320 MiB on a 32 MiB EPYC guest).
   int64_t best = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
-    std::string size;
-    if (!(f >> size)) break;
-    best = std::max(best, parse_cache_size(size));
-  }
+  for (const auto& c : first_core_caches()) best = std::max(best, c.bytes);
 #if defined(_SC_LEVEL3_CACHE_SIZE)
   if (best == 0) best = std::max<int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
 #endif
